@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * shim_internal.h - private definitions shared by the files of
+ * driver-shim/.  The provider never includes this header; it sees the
+ * device only through include/shim_abi.h.  Unit tests may include it to
+ * inspect counters.
+ */
+#ifndef SHIM_INTERNAL_H
+#define SHIM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "shim_abi.h"
+
+/* The control block is padded to a page so the header queue starts page
+ * aligned (hugepage-friendly, and keeps the producer CAS line away from
+ * the first entries). */
+#define SHIM_CTL_PAD 4096u
+
+/* A segment whose control block is not (yet) valid is only considered
+ * abandoned after this long: its creator may still be initialising it. */
+#define SHIM_STALE_AGE_S 5
+
+/* How often one context number is reclaimed and retried before moving
+ * on; bounds the loop if some other process keeps recreating the name. */
+#define SHIM_RECLAIM_TRIES 4
+
+#define SHIM_NAME_MAX 64
+
+/* Process-wide device handle.  Read-only after shim_dev_open() except for
+ * refcnt (under the global device mutex) and the statistics. */
+struct shim_dev {
+	int refcnt;
+	int num_units;
+	struct shim_dev_params params; /* defaults resolved */
+	struct shim_unit_info units[SHIM_MAX_UNITS];
+	uint64_t host_id;
+	bool numa_ok;
+	int wake_fd; /* unbound datagram socket used to wake sleeping peers */
+	_Atomic uint64_t stale_reclaimed; /* abandoned segments unlinked */
+};
+
+/* Receive context.  struct shim_rx MUST stay first: shim_ctx_rx() and
+ * the provider's inline poll rely on the two addresses being equal. */
+struct shim_ctx {
+	struct shim_rx rx;
+	struct shim_dev *dev;
+	void *map;
+	size_t map_len;
+	int sock_fd; /* bound to the abstract wake-up name */
+	uint32_t nonce;
+	uint32_t hdrq_cnt;
+	uint32_t egr_blocks;
+	char name[SHIM_NAME_MAX]; /* shm segment name */
+};
+
+/* A peer as allocated by shim_peer_open(): the public view first, so the
+ * pointer handed to the provider can be converted back. */
+struct shim_peer_priv {
+	struct shim_peer pub;
+	struct shim_dev *dev;
+	struct sockaddr_un wake_addr;
+	socklen_t wake_len;
+};
+
+/* Names shared by the context owner and its peers (shim_dev.c). */
+int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx);
+void shim_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
+		    unsigned int ctx, uint32_t nonce);
+
+/* Process identity (shim_dev.c).  shim_proc_starttime() returns 0 and the
+ * start time (field 22 of /proc/<pid>/stat; pid 0 = self) or -errno. */
+int shim_proc_starttime(pid_t pid, uint64_t *start);
+/* True only when the owner is certainly gone: no such pid, or the pid was
+ * reused by a process that started at another time.  A pid that exists
+ * but whose /proc entry cannot be read counts as alive. */
+bool shim_proc_gone(pid_t pid, uint64_t start);
+
+#endif /* SHIM_INTERNAL_H */

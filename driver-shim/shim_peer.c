@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * shim_peer.c - the send side of the shm wire: mapping a peer's receive
+ * context as a PIO target, checking it is the context the address names,
+ * and waking it when it sleeps.
+ *
+ * Everything read from the peer's control block is validated against the
+ * mapping before it is used to compute an address: the segment belongs
+ * to another process and may be corrupt or from another ABI.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim_internal.h"
+
+static bool shim_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+/* Check the identity and geometry of a mapped control block; map_len is
+ * the size actually mapped. */
+static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
+			       const struct shim_addr *addr)
+{
+	uint64_t hdrq_end, egr_end;
+
+	if (ctl->magic != SHIM_CTL_MAGIC || (ctl->abi_version >> 16) != SHIM_ABI_MAJOR)
+		return -EPROTO;
+	if (!atomic_load_explicit(&ctl->ready, memory_order_acquire))
+		return -EAGAIN; /* being created, or closed by its owner */
+	if (ctl->nonce != addr->nonce)
+		return -ESTALE; /* the number was reused by another context */
+	if (ctl->ctx != addr->ctx || ctl->unit != addr->unit)
+		return -EPROTO;
+	if (!shim_pow2(ctl->hdrq_cnt) || ctl->hdrq_cnt < 64 || ctl->hdrq_cnt > 65536 ||
+	    !shim_pow2(ctl->egr_blocks) || ctl->egr_blocks > SHIM_RHF_EGRIDX_MASK + 1u ||
+	    ctl->mtu < SHIM_BLOCK || ctl->mtu > SHIM_MTU_MAX || ctl->mtu % SHIM_BLOCK)
+		return -EPROTO;
+	hdrq_end = ctl->hdrq_off + (uint64_t)ctl->hdrq_cnt * sizeof(struct shim_rhq_entry);
+	egr_end = ctl->egr_off + (uint64_t)ctl->egr_blocks * SHIM_BLOCK;
+	if (ctl->hdrq_off < sizeof(*ctl) || ctl->hdrq_off % SHIM_BLOCK || ctl->egr_off % SHIM_BLOCK ||
+	    hdrq_end > ctl->egr_off || egr_end > ctl->seg_size || ctl->seg_size > map_len)
+		return -EPROTO;
+	return 0;
+}
+
+int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp)
+{
+	char name[SHIM_NAME_MAX];
+	struct shim_peer_priv *pp;
+	struct shim_rcv_ctl *ctl;
+	struct shim_peer *p;
+	struct stat st;
+	size_t len;
+	int fd, ret;
+
+	if (!dev || !addr || !peerp)
+		return -EINVAL;
+	if (addr->host_id != dev->host_id)
+		return -EHOSTUNREACH; /* the udp wire will take these */
+	if (addr->unit >= SHIM_MAX_UNITS || addr->ctx >= SHIM_MAX_CTXTS)
+		return -EINVAL;
+	ret = shim_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
+	if (ret)
+		return ret;
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto err_close;
+	}
+	if (st.st_size == 0) {
+		ret = -EAGAIN; /* created but not sized yet */
+		goto err_close;
+	}
+	if ((size_t)st.st_size < SHIM_CTL_PAD) {
+		ret = -EPROTO;
+		goto err_close;
+	}
+	len = (size_t)st.st_size;
+	ctl = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ctl == MAP_FAILED) {
+		ret = -errno;
+		goto err_close;
+	}
+	close(fd);
+	ret = shim_peer_ctl_check(ctl, len, addr);
+	if (ret)
+		goto err_unmap;
+
+	pp = calloc(1, sizeof(*pp));
+	if (!pp) {
+		ret = -ENOMEM;
+		goto err_unmap;
+	}
+	pp->dev = dev;
+	shim_name_wake(&pp->wake_addr, &pp->wake_len, addr->uid, addr->unit, addr->ctx,
+		       addr->nonce);
+	p = &pp->pub;
+	p->ctl = ctl;
+	p->hdrq = (void *)((uint8_t *)ctl + ctl->hdrq_off);
+	p->egr = (uint8_t *)ctl + ctl->egr_off;
+	p->hdrq_cnt = ctl->hdrq_cnt;
+	p->egr_blocks = ctl->egr_blocks;
+	p->hdrq_mask = ctl->hdrq_cnt - 1;
+	p->egr_mask = ctl->egr_blocks - 1;
+	p->hdr_credit_head = atomic_load_explicit(&ctl->hdr_head, memory_order_acquire);
+	p->egr_credit_head = atomic_load_explicit(&ctl->egr_head, memory_order_acquire);
+	p->mtu = ctl->mtu;
+	p->jkey = ctl->jkey;
+	p->lid = ctl->lid;
+	p->ctx = ctl->ctx;
+	p->addr = *addr;
+	p->map_len = len;
+	p->refcnt = 1;
+	*peerp = p;
+	return 0;
+
+err_unmap:
+	munmap(ctl, len);
+	return ret;
+err_close:
+	close(fd);
+	return ret;
+}
+
+void shim_peer_close(struct shim_peer *peer)
+{
+	struct shim_peer_priv *pp;
+
+	if (!peer)
+		return;
+	/* Shared peers (several AV entries naming one context) take extra
+	 * references by incrementing refcnt under their lock. */
+	if (--peer->refcnt > 0)
+		return;
+	pp = (struct shim_peer_priv *)peer;
+	munmap(peer->ctl, peer->map_len);
+	free(pp);
+}
+
+bool shim_peer_alive(const struct shim_peer *peer)
+{
+	const struct shim_rcv_ctl *ctl;
+
+	if (!peer)
+		return false;
+	ctl = peer->ctl;
+	/* a context closed by its owner will never be drained again */
+	if (!atomic_load_explicit(&ctl->ready, memory_order_acquire))
+		return false;
+	return !shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start);
+}
+
+void shim_peer_wake(struct shim_peer *peer)
+{
+	struct shim_peer_priv *pp = (struct shim_peer_priv *)peer;
+	const char byte = 0;
+
+	if (!peer)
+		return;
+	/* Best effort: a full socket already holds a wake-up (EAGAIN), a
+	 * vanished owner cannot be woken (ECONNREFUSED, ENOENT). */
+	(void)sendto(pp->dev->wake_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+		     (const struct sockaddr *)&pp->wake_addr, pp->wake_len);
+}
+
+const char *shim_strerror(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case 0:
+		return "success";
+	case EINVAL:
+		return "invalid argument";
+	case ENOMEM:
+		return "out of memory";
+	case EAGAIN:
+		return "no credits or not ready: progress and retry";
+	case EMSGSIZE:
+		return "reservation larger than the ring";
+	case EBUSY:
+		return "all receive contexts of the unit are in use";
+	case ENOENT:
+		return "no such receive context";
+	case ESTALE:
+		return "receive context was reused (nonce mismatch)";
+	case EPROTO:
+		return "receive context has an incompatible or corrupt layout";
+	case EHOSTUNREACH:
+		return "peer is on another host";
+	case EACCES:
+	case EPERM:
+		return "permission denied";
+	case ENAMETOOLONG:
+		return "name too long";
+	default:
+		return "unknown shim error";
+	}
+}

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * shim_abi.h - the software SuperNIC as seen by the provider.
+ *
+ * This header is the only way prov/ talks to driver-shim/.  It is written
+ * as a device ABI: every structure that lives in shared memory or goes on
+ * a wire has a fixed layout pinned with static_assert, and the layout
+ * carries a version.
+ *
+ * Versioning rules:
+ *  - SHIM_ABI_MAJOR changes when a shared-memory or wire layout changes
+ *    incompatibly; a context whose major differs is refused (-EPROTO).
+ *  - SHIM_ABI_MINOR changes when fields are added in reserved space;
+ *    readers accept any minor.
+ *
+ * Receive context (one per endpoint, in a shared-memory segment owned by
+ * the receiving process, mode 0600, created with O_EXCL):
+ *
+ *   +----------------------+  offset 0
+ *   | struct shim_rcv_ctl  |  identity, producer line, consumer line
+ *   +----------------------+  hdrq_off
+ *   | header queue         |  hdrq_cnt x 64-byte struct shim_rhq_entry
+ *   +----------------------+  egr_off
+ *   | eager ring           |  egr_blocks x 64-byte blocks
+ *   +----------------------+  seg_size
+ *
+ * Senders (any number, any process of the same user on the host) reserve a
+ * range of header entries and a contiguous range of eager blocks with one
+ * compare-and-swap on ctl->tail (header tail in the low 32 bits, eager
+ * tail in the high 32 bits), so the eager ring is consumed in exactly the
+ * order the header queue is.  A reservation is a PIO credit grant: free
+ * credits are what the consumer has released (ctl->hdr_head,
+ * ctl->egr_head), so credits return as the receiver consumes.
+ *
+ * Each header entry carries a generation word (seq).  A producer writes
+ * the entry and its payload, then stores seq = position + 1 with release
+ * order; the consumer polls the seq of the entry at its head with acquire
+ * order and never reads the tail.
+ */
+#ifndef SHIM_ABI_H
+#define SHIM_ABI_H
+
+#include <assert.h>
+#include <errno.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <rdma/hfi/hfi1_ioctl.h>
+#include <rdma/hfi/hfi1_user.h>
+
+#define SHIM_ABI_MAJOR 1
+#define SHIM_ABI_MINOR 0
+#define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
+
+#define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
+
+#define SHIM_BLOCK 64u              /* PIO block / eager block size */
+#define SHIM_INLINE_MAX 16u         /* payload bytes carried in the header */
+#define SHIM_MTU_DEFAULT 8192u      /* payload bytes per packet */
+#define SHIM_MTU_MAX 65536u
+#define SHIM_HDRQ_CNT_DEFAULT 4096u /* entries, power of two */
+#define SHIM_EGR_BYTES_DEFAULT (4u << 20)
+#define SHIM_MAX_UNITS 8u
+#define SHIM_MAX_CTXTS 256u         /* receive contexts per unit */
+
+/* ---------------------------------------------------------------------
+ * Packet header: 56 bytes written by the sender.  The shim reads only
+ * jkey, dlid/dctx and paylen; everything else belongs to the provider,
+ * which validates it before use.
+ */
+struct shim_pkt_hdr {
+	uint8_t opcode;   /* provider opcode */
+	uint8_t flags;    /* provider flags */
+	uint16_t jkey;    /* job key: must equal the receiver's */
+	uint16_t slid;    /* source LID */
+	uint16_t sctx;    /* source receive context */
+	uint16_t dlid;    /* destination LID */
+	uint16_t dctx;    /* destination receive context */
+	uint32_t paylen;  /* payload bytes in this packet (inline or eager) */
+	uint32_t psn;     /* packet sequence number (reliability, udp wire) */
+	uint32_t msgid;   /* sender's message id (multi-packet, rendezvous) */
+	uint64_t tag;     /* tag */
+	uint64_t data;    /* remote CQ data */
+	union {           /* protocol words, or inline payload */
+		uint8_t inl[SHIM_INLINE_MAX];
+		uint64_t u64[2];
+		uint32_t u32[4];
+	} p;
+};
+static_assert(sizeof(struct shim_pkt_hdr) == 56, "shim_pkt_hdr is 56 bytes");
+
+/*
+ * RHF: receive header flags, filled by the producer side of the shim.
+ *   bits  0..23 eager index (in 64-byte blocks) when SHIM_RHF_EGR is set
+ *   bits 24..29 error bits (SHIM_RHF_ERR_*)
+ *   bit  31     payload is in the eager ring (else inline or none)
+ */
+#define SHIM_RHF_EGRIDX_SHIFT 0
+#define SHIM_RHF_EGRIDX_MASK 0x00ffffffu
+#define SHIM_RHF_ERR_SHIFT 24
+#define SHIM_RHF_ERR_MASK 0x3fu
+#define SHIM_RHF_ERR_LEN (1u << 24)   /* length inconsistent with header */
+#define SHIM_RHF_ERR_CRC (1u << 25)   /* wire checksum failed */
+#define SHIM_RHF_EGR (1u << 31)
+
+#define SHIM_RHF_EGRIDX(rhf) (((rhf) >> SHIM_RHF_EGRIDX_SHIFT) & SHIM_RHF_EGRIDX_MASK)
+
+struct shim_rhq_entry {
+	_Atomic uint32_t seq; /* generation: position + 1 when valid */
+	uint32_t rhf;
+	struct shim_pkt_hdr hdr;
+};
+static_assert(sizeof(struct shim_rhq_entry) == 64, "rhq entry is one cache line");
+
+/* ---------------------------------------------------------------------
+ * Receive context control block, at offset 0 of the segment.  Grouped by
+ * who writes it; each group on its own cache line.
+ */
+struct shim_rcv_ctl {
+	/* read-only after ctl->ready is set (written by the owner at create) */
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t hdrq_cnt;    /* power of two */
+	uint32_t egr_blocks;  /* power of two */
+	uint32_t mtu;
+	uint32_t owner_pid;
+	uint32_t nonce;       /* random; addresses carry it to detect reuse */
+	uint64_t owner_start; /* owner's start time (clock ticks since boot) */
+	uint64_t hdrq_off;
+	uint64_t egr_off;
+	uint64_t seg_size;
+	uint16_t jkey;
+	uint16_t lid;
+	uint16_t ctx;
+	uint16_t unit;
+	_Atomic uint32_t ready;
+	uint32_t rsvd0;
+
+	/* producers: any sender, compare-and-swap only */
+	alignas(64) _Atomic uint64_t tail; /* hi32 eager tail, lo32 hdr tail */
+
+	/* consumer: the owner only, release stores */
+	alignas(64) _Atomic uint32_t hdr_head;
+	_Atomic uint32_t egr_head;
+
+	/* owner, written only when it goes to sleep or wakes */
+	alignas(64) _Atomic uint32_t sleeping;
+
+	/* statistics, owner only */
+	alignas(64) _Atomic uint64_t rx_pkts;
+	_Atomic uint64_t rx_dropped;  /* failed validation */
+	_Atomic uint64_t tx_nocredit; /* reservations refused (producers) */
+};
+static_assert(offsetof(struct shim_rcv_ctl, tail) == 128, "ctl layout");
+static_assert(sizeof(struct shim_rcv_ctl) == 384, "ctl layout");
+
+/* ---------------------------------------------------------------------
+ * Endpoint address: what fi_getname returns.  It already carries what the
+ * udp wire needs so address vectors stay compatible across hosts.
+ */
+struct shim_addr {
+	uint64_t host_id;  /* host identity: boot id and network namespace */
+	uint32_t ipv4;     /* network byte order; 0 when no udp wire */
+	uint16_t udp_port; /* network byte order */
+	uint16_t lid;
+	uint16_t ctx;
+	uint16_t unit;
+	uint32_t nonce;    /* receive context nonce */
+	uint32_t uid;      /* owner uid (shm segment name) */
+	uint32_t pid;      /* owner pid (diagnostics, CMA) */
+};
+static_assert(sizeof(struct shim_addr) == 32, "shim_addr is 32 bytes");
+
+/* ---------------------------------------------------------------------
+ * Device model.
+ */
+struct shim_unit_info {
+	uint16_t unit;
+	uint16_t lid;
+	uint32_t mtu;
+	int numa_node;
+	uint16_t port;     /* always 1 */
+	uint16_t state;    /* 1 = active */
+};
+
+struct shim_dev_params {
+	int num_units;      /* software units to model (default 1) */
+	int force_unit;     /* -1: choose by NUMA locality */
+	uint32_t mtu;       /* payload bytes per packet */
+	uint32_t hdrq_cnt;  /* header queue entries, power of two */
+	uint32_t egr_bytes; /* eager ring bytes, power of two */
+	uint16_t jkey;      /* job key */
+};
+
+struct shim_dev;  /* opaque: process-wide device handle */
+struct shim_ctx;  /* opaque except for the fast-path view below */
+
+/* Fast-path view of the owner's receive context (first member of the
+ * opaque struct shim_ctx, so the provider can inline the poll). */
+struct shim_rx {
+	struct shim_rcv_ctl *ctl;
+	struct shim_rhq_entry *hdrq;
+	uint8_t *egr;
+	uint32_t hdrq_mask;
+	uint32_t egr_mask;     /* in blocks */
+	uint32_t head;         /* next header position to consume */
+	uint32_t egr_head;     /* absolute eager position released so far */
+	uint16_t jkey;
+	uint16_t lid;
+	uint16_t ctx;
+	uint16_t unit;
+	uint32_t mtu;
+};
+
+/* A sender's mapping of a peer's receive context (a PIO send target). */
+struct shim_peer {
+	struct shim_rcv_ctl *ctl;
+	struct shim_rhq_entry *hdrq;
+	uint8_t *egr;
+	uint32_t hdrq_mask;
+	uint32_t egr_mask;
+	uint32_t hdrq_cnt;
+	uint32_t egr_blocks;
+	uint32_t hdr_credit_head; /* cached ctl->hdr_head */
+	uint32_t egr_credit_head; /* cached ctl->egr_head */
+	uint32_t mtu;
+	uint16_t jkey;
+	uint16_t lid;
+	uint16_t ctx;
+	uint16_t rsvd;
+	struct shim_addr addr;
+	size_t map_len;
+	int refcnt;
+};
+
+/* Result of a PIO reservation: npkts consecutive header entries starting
+ * at hdr_pos and egr_len bytes of contiguous eager space at egr. */
+struct shim_pio_resv {
+	uint32_t hdr_pos;
+	uint32_t npkts;
+	uint32_t egr_idx;  /* index in blocks of the first eager block */
+	uint8_t *egr;      /* NULL when no eager space was asked for */
+};
+
+/* Device: open once per process (reference counted), close at the end. */
+int shim_dev_open(const struct shim_dev_params *params, struct shim_dev **devp);
+void shim_dev_close(struct shim_dev *dev);
+int shim_dev_num_units(const struct shim_dev *dev);
+int shim_dev_unit_info(const struct shim_dev *dev, int unit, struct shim_unit_info *info);
+int shim_dev_select_unit(const struct shim_dev *dev); /* NUMA choice or forced */
+uint64_t shim_dev_host_id(const struct shim_dev *dev);
+
+/* Contexts: assign a receive context on a unit and fill the hfi1 ABI
+ * structures the way the hfi1 driver's HFI1_IOCTL_CTXT_INFO and
+ * HFI1_IOCTL_USER_INFO would. */
+int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
+		  struct hfi1_ctxt_info *cinfo, struct hfi1_base_info *binfo);
+void shim_ctx_close(struct shim_ctx *ctx);
+struct shim_rx *shim_ctx_rx(struct shim_ctx *ctx);
+void shim_ctx_addr(const struct shim_ctx *ctx, struct shim_addr *addr);
+/* Sleeping: arm returns -EAGAIN if a packet is already waiting, else 0;
+ * the wait fd becomes readable when a sender publishes to a sleeping
+ * context.  Disarm drains the fd. */
+int shim_ctx_wait_fd(const struct shim_ctx *ctx);
+int shim_ctx_sleep_arm(struct shim_ctx *ctx);
+void shim_ctx_sleep_disarm(struct shim_ctx *ctx);
+
+/* Peers: map a remote receive context for sending. -ENOENT when there is
+ * no such context, -ESTALE when its nonce differs (reused context),
+ * -EPROTO on ABI mismatch, -EHOSTUNREACH for another host (no udp wire
+ * yet). */
+int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp);
+void shim_peer_close(struct shim_peer *peer);
+bool shim_peer_alive(const struct shim_peer *peer); /* owner still running */
+void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
+
+/* Error mapping from the shim's -errno to strings for logs. */
+const char *shim_strerror(int err);
+
+/* ---------------------------------------------------------------------
+ * PIO fast path, inline.  Lock needed: none across processes; within one
+ * process a shim_peer is used under the caller's endpoint/domain lock
+ * (its cached credit heads are not atomic).
+ */
+static inline uint32_t shim_egr_blocks_for(uint32_t bytes)
+{
+	/* 64-bit sum: a hostile paylen near 2^32 must not wrap to 0 blocks */
+	return (uint32_t)(((uint64_t)bytes + SHIM_BLOCK - 1) / SHIM_BLOCK);
+}
+
+/* Reserve npkts header entries and egr_bytes of contiguous eager space.
+ * Returns 0 or -EAGAIN when credits are short (the caller progresses and
+ * retries).  The caller then fills each entry with shim_pio_write_hdr()
+ * and publishes each with shim_pio_publish(). */
+static inline int shim_pio_reserve(struct shim_peer *p, uint32_t npkts, uint32_t egr_bytes,
+				   struct shim_pio_resv *r)
+{
+	uint32_t nblk = shim_egr_blocks_for(egr_bytes);
+	uint64_t old = atomic_load_explicit(&p->ctl->tail, memory_order_relaxed);
+	bool refreshed = false;
+
+	if (npkts > p->hdrq_cnt || nblk > p->egr_blocks)
+		return -EMSGSIZE;
+	for (;;) {
+		uint32_t ht = (uint32_t)old;
+		uint32_t et = (uint32_t)(old >> 32);
+		uint32_t start = et;
+
+		if (nblk && (start & p->egr_mask) + nblk > p->egr_blocks)
+			start = (start + p->egr_blocks) & ~p->egr_mask; /* skip to lap start */
+		if ((uint32_t)(ht + npkts - p->hdr_credit_head) > p->hdrq_cnt ||
+		    (uint32_t)(start + nblk - p->egr_credit_head) > p->egr_blocks) {
+			if (refreshed) {
+				atomic_fetch_add_explicit(&p->ctl->tx_nocredit, 1, memory_order_relaxed);
+				return -EAGAIN;
+			}
+			/* credit return: acquire pairs with the consumer's release */
+			p->hdr_credit_head = atomic_load_explicit(&p->ctl->hdr_head, memory_order_acquire);
+			p->egr_credit_head = atomic_load_explicit(&p->ctl->egr_head, memory_order_acquire);
+			refreshed = true;
+			continue;
+		}
+		uint64_t nv = ((uint64_t)(nblk ? start + nblk : et) << 32) | (uint32_t)(ht + npkts);
+		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acquire,
+							  memory_order_relaxed)) {
+			r->hdr_pos = ht;
+			r->npkts = npkts;
+			r->egr_idx = start & p->egr_mask;
+			r->egr = nblk ? p->egr + (size_t)r->egr_idx * SHIM_BLOCK : NULL;
+			return 0;
+		}
+	}
+}
+
+/* Entry i (0-based) of a reservation. */
+static inline struct shim_rhq_entry *shim_pio_entry(const struct shim_peer *p,
+						    const struct shim_pio_resv *r, uint32_t i)
+{
+	return &p->hdrq[(r->hdr_pos + i) & p->hdrq_mask];
+}
+
+/* Publish entry i: rhf describes where its payload is; release order makes
+ * the header and payload visible before the generation word. */
+static inline void shim_pio_publish(struct shim_peer *p, const struct shim_pio_resv *r, uint32_t i,
+				    uint32_t rhf)
+{
+	struct shim_rhq_entry *e = shim_pio_entry(p, r, i);
+
+	e->rhf = rhf;
+	atomic_store_explicit(&e->seq, r->hdr_pos + i + 1, memory_order_release);
+	/* Relaxed check of the sleep flag: a wake-up missed in the race
+	 * window costs the sleeper one bounded poll interval, never a hang. */
+	if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed))
+		shim_peer_wake(p);
+}
+
+/* RHF for a packet whose payload starts eager_off bytes into the
+ * reservation's eager space. */
+static inline uint32_t shim_rhf_egr(const struct shim_peer *p, const struct shim_pio_resv *r,
+				    uint32_t eager_off)
+{
+	return SHIM_RHF_EGR | ((r->egr_idx + eager_off / SHIM_BLOCK) & p->egr_mask);
+}
+
+/* ---------------------------------------------------------------------
+ * Receive fast path, inline.  Lock needed: the owner's endpoint lock.
+ */
+
+/* Next valid entry or NULL.  The payload of an eager packet is at
+ * shim_rx_payload(). */
+static inline struct shim_rhq_entry *shim_rx_peek(struct shim_rx *rx)
+{
+	struct shim_rhq_entry *e = &rx->hdrq[rx->head & rx->hdrq_mask];
+
+	if (atomic_load_explicit(&e->seq, memory_order_acquire) != rx->head + 1)
+		return NULL;
+	return e;
+}
+
+/* Payload pointer of an entry, or NULL if its eager index/length fall
+ * outside the eager ring (the caller drops and counts the packet). */
+static inline const uint8_t *shim_rx_payload(const struct shim_rx *rx, const struct shim_rhq_entry *e)
+{
+	if (!(e->rhf & SHIM_RHF_EGR))
+		return e->hdr.paylen <= SHIM_INLINE_MAX ? e->hdr.p.inl : NULL;
+	uint32_t idx = SHIM_RHF_EGRIDX(e->rhf);
+	if (idx > rx->egr_mask || idx + shim_egr_blocks_for(e->hdr.paylen) > rx->egr_mask + 1)
+		return NULL;
+	return rx->egr + (size_t)idx * SHIM_BLOCK;
+}
+
+/* Release the entry at the head (and its eager blocks): the credit return. */
+static inline void shim_rx_release(struct shim_rx *rx, struct shim_rhq_entry *e)
+{
+	if (e->rhf & SHIM_RHF_EGR) {
+		uint32_t idx = SHIM_RHF_EGRIDX(e->rhf);
+		uint32_t start = rx->egr_head;
+
+		if (idx != (start & rx->egr_mask)) /* producer skipped to lap start */
+			start = (start + rx->egr_mask + 1) & ~rx->egr_mask;
+		uint32_t nblk = shim_egr_blocks_for(e->hdr.paylen);
+
+		/* clamp: a corrupt length must not run the head past a lap */
+		if (nblk > rx->egr_mask + 1)
+			nblk = rx->egr_mask + 1;
+		rx->egr_head = start + nblk;
+		atomic_store_explicit(&rx->ctl->egr_head, rx->egr_head, memory_order_release);
+	}
+	rx->head++;
+	atomic_store_explicit(&rx->ctl->hdr_head, rx->head, memory_order_release);
+}
+
+#endif /* SHIM_ABI_H */
