@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx.h - private header of the opx provider: the object model shared by
+ * the files in prov/.  The endpoint and its protocols live in opx_ep.h.
+ *
+ * Locking: every object of a domain shares domain->lock.  It is a real
+ * mutex only when the domain was opened with FI_THREAD_SAFE (or a mode
+ * above FI_THREAD_DOMAIN); otherwise taking it is a predictable branch.
+ * API entry points take it; internal functions (names ending in _locked,
+ * or documented so) assume it is held.  Fabric and EQ have their own
+ * always-on mutex (control path).
+ */
+#ifndef OPX_H
+#define OPX_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include "opx_list.h"
+#include "shim_abi.h"
+
+#define OPX_PROV_NAME "opx"
+#define OPX_FABRIC_NAME "opx"
+#define OPX_VERSION_MAJOR 0
+#define OPX_VERSION_MINOR 1
+#define OPX_PROV_VERSION FI_VERSION(OPX_VERSION_MAJOR, OPX_VERSION_MINOR)
+#define OPX_FI_VERSION FI_VERSION(1, 17)
+
+#define OPX_IOV_LIMIT 4
+#define OPX_CQ_DATA_SIZE 8
+#define OPX_TX_SIZE 1024
+#define OPX_RX_SIZE 1024
+#define OPX_MAX_EPS 256
+
+/* Capabilities that really work; fi_getinfo never returns more. */
+#define OPX_CAPS                                                                                   \
+	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |   \
+	 FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+#define OPX_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV)
+#define OPX_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW)
+
+extern struct fi_provider opx_prov;
+
+#define OPX_WARN(subsys, ...) FI_WARN(&opx_prov, subsys, __VA_ARGS__)
+#define OPX_INFO(subsys, ...) FI_INFO(&opx_prov, subsys, __VA_ARGS__)
+#define OPX_DBG(subsys, ...) FI_DBG(&opx_prov, subsys, __VA_ARGS__)
+
+/* ---------------------------------------------------------------------
+ * Parameters: every tunable, defined with fi_param_define in opx_init.c
+ * and read once at init into opx_env.
+ */
+struct opx_params {
+	int units;            /* FI_OPX_UNITS: software units to model */
+	int unit;             /* FI_OPX_UNIT: force a unit (-1: by NUMA) */
+	size_t mtu;           /* FI_OPX_MTU: payload bytes per packet */
+	size_t hdrq_entries;  /* FI_OPX_HDRQ_ENTRIES */
+	size_t eager_bytes;   /* FI_OPX_EAGER_RING_BYTES */
+	size_t inject_size;   /* FI_OPX_INJECT_SIZE: fi_inject limit */
+	size_t eager_max;     /* FI_OPX_EAGER_MAX: largest (multi-packet) eager message */
+	size_t max_msg_size;  /* advertised: rendezvous has no limit of its own */
+	size_t ux_max_bytes;  /* FI_OPX_UX_MAX_BYTES: unexpected payload bound per endpoint */
+	int jkey;             /* FI_OPX_JKEY (-1: derived from uid) */
+	int spin_count;       /* FI_OPX_SPIN_COUNT: empty polls before yielding */
+	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
+};
+extern struct opx_params opx_env;
+
+/* Open the shim device with opx_env's parameters (-FI_E*). */
+int opx_dev_open(struct shim_dev **devp);
+
+/* Map a shim -errno (or plain -errno) to -FI_E*.  One place for it. */
+int opx_err_from_shim(int err);
+
+/* ---------------------------------------------------------------------
+ * Lock.
+ */
+struct opx_lock {
+	pthread_mutex_t mutex;
+	bool on;
+};
+
+static inline void opx_lock_init(struct opx_lock *l, bool on)
+{
+	pthread_mutex_init(&l->mutex, NULL);
+	l->on = on;
+}
+static inline void opx_lock_destroy(struct opx_lock *l)
+{
+	pthread_mutex_destroy(&l->mutex);
+}
+static inline void opx_lock_acquire(struct opx_lock *l)
+{
+	if (l->on)
+		pthread_mutex_lock(&l->mutex);
+}
+static inline void opx_lock_release(struct opx_lock *l)
+{
+	if (l->on)
+		pthread_mutex_unlock(&l->mutex);
+}
+
+/* ---------------------------------------------------------------------
+ * Fabric.
+ */
+struct opx_fabric {
+	struct fid_fabric fabric_fid;
+	struct shim_dev *dev;
+	_Atomic int refcnt; /* domains, eqs */
+	pthread_mutex_t lock;
+};
+
+int opx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+
+/* ---------------------------------------------------------------------
+ * Domain and memory registration.
+ */
+struct opx_mr {
+	struct fid_mr mr_fid;
+	struct opx_domain *domain;
+	uint64_t access;
+	uint64_t flags;
+	uint64_t offset;
+	size_t iov_count;
+	struct iovec iov[OPX_IOV_LIMIT];
+	struct opx_list link; /* domain->mr_list */
+};
+
+struct opx_domain {
+	struct fid_domain domain_fid;
+	struct opx_fabric *fabric;
+	struct opx_lock lock;
+	enum fi_threading threading;
+	uint64_t mr_mode;
+	int unit;
+	_Atomic int refcnt; /* av, cq, cntr, ep, mr */
+	struct opx_list mr_list;
+	uint64_t next_mr_key;
+};
+
+int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
+		    void *context);
+struct opx_mr *opx_mr_find_locked(struct opx_domain *domain, uint64_t key);
+
+/* ---------------------------------------------------------------------
+ * Address vector.  fi_addr_t is an index into table[] for both FI_AV_MAP
+ * and FI_AV_TABLE.  A reverse map (slid, sctx) -> fi_addr_t serves
+ * FI_SOURCE and directed receive.  Peers (mapped receive contexts) are
+ * opened on first use and cached in the entry.
+ */
+struct opx_av_entry {
+	struct shim_addr addr;
+	struct shim_peer *peer; /* NULL until first send */
+	bool valid;
+};
+
+struct opx_av {
+	struct fid_av av_fid;
+	struct opx_domain *domain;
+	enum fi_av_type type;
+	struct opx_av_entry *table;
+	size_t count;      /* slots used (high water mark) */
+	size_t size;       /* slots allocated */
+	uint32_t *rmap;    /* open addressing: key (slid<<16|sctx)+1, 0 = empty */
+	uint64_t *rmap_val;
+	size_t rmap_size;  /* power of two */
+	_Atomic int refcnt; /* bound endpoints */
+};
+
+int opx_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
+		void *context);
+/* Peer for sending to fi_addr; opens the mapping on first use.
+ * Returns 0, -FI_EINVAL (bad fi_addr), or a mapped shim error. Lock held. */
+int opx_av_peer_locked(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer);
+/* Source of a packet as fi_addr_t, FI_ADDR_NOTAVAIL when not in the AV. */
+fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sctx);
+
+/* ---------------------------------------------------------------------
+ * Progress sets: the endpoints a CQ or counter drives, and the blocking
+ * wait shared by fi_cq_sread and fi_cntr_wait.
+ */
+struct opx_ep;
+
+struct opx_pset {
+	struct opx_ep **eps;
+	size_t count;
+	size_t cap;
+};
+
+int opx_pset_add(struct opx_pset *ps, struct opx_ep *ep);
+void opx_pset_remove(struct opx_pset *ps, struct opx_ep *ep);
+void opx_pset_free(struct opx_pset *ps);
+void opx_pset_progress_locked(struct opx_pset *ps);
+/* Block until done(arg) is true or timeout_ms (<0: forever) passes,
+ * progressing the set; spins, then yields, then sleeps on the endpoints'
+ * wait fds in bounded slices.  Called and returns with lock held.
+ * Returns 0, -FI_ETIMEDOUT, or -FI_ECANCELED (fi_cq_signal/fi_cntr... ). */
+int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout_ms,
+			 bool (*done)(void *arg), void *arg, _Atomic int *signaled);
+/* Arm every endpoint of the set for sleeping; -FI_EAGAIN (none left armed)
+ * if one has work pending.  Lock held. */
+int opx_pset_arm_locked(struct opx_pset *ps);
+void opx_pset_disarm_locked(struct opx_pset *ps);
+/* fabric->ops->trywait: 0 when every fid may block, -FI_EAGAIN when one
+ * has work pending (the caller reads it instead of waiting). */
+int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+/* fid control command answered by opx CQs and counters: fi_trywait for
+ * that one object (0, -FI_EAGAIN, -FI_EINVAL without a wait object). */
+#define OPX_CTL_TRYWAIT ((int)(FI_PROV_SPECIFIC | 0x7477u))
+
+/* ---------------------------------------------------------------------
+ * Completion queue.  A power-of-two ring of full entries that grows when
+ * full (completions are never dropped); error entries on a list.
+ */
+struct opx_cq_slot {
+	struct fi_cq_tagged_entry e;
+	fi_addr_t src;
+};
+
+struct opx_cq_err {
+	struct opx_list link;
+	struct fi_cq_err_entry e;
+	fi_addr_t src;
+};
+
+struct opx_cq {
+	struct fid_cq cq_fid;
+	struct opx_domain *domain;
+	enum fi_cq_format format;
+	enum fi_wait_obj wait_obj;
+	enum fi_cq_wait_cond wait_cond;
+	struct opx_cq_slot *ring;
+	size_t mask;
+	uint64_t head;
+	uint64_t tail;
+	struct opx_list err_list;
+	struct opx_pset pset;
+	int epoll_fd; /* FI_WAIT_FD: endpoints' wait fds */
+	_Atomic int signaled;
+	_Atomic int refcnt; /* bound endpoints */
+};
+
+int opx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
+		void *context);
+/* Lock held.  Return 0 or -FI_ENOMEM (the ring could not grow). */
+int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
+			     int prov_errno, fi_addr_t src);
+int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep);
+void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep);
+
+/* ---------------------------------------------------------------------
+ * Counters.
+ */
+struct opx_cntr {
+	struct fid_cntr cntr_fid;
+	struct opx_domain *domain;
+	enum fi_wait_obj wait_obj;
+	_Atomic uint64_t value;
+	_Atomic uint64_t err;
+	struct opx_pset pset;
+	int epoll_fd;
+	_Atomic int refcnt;
+};
+
+int opx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
+		  void *context);
+static inline void opx_cntr_inc(struct opx_cntr *c)
+{
+	if (c)
+		atomic_fetch_add_explicit(&c->value, 1, memory_order_release);
+}
+static inline void opx_cntr_inc_err(struct opx_cntr *c)
+{
+	if (c)
+		atomic_fetch_add_explicit(&c->err, 1, memory_order_release);
+}
+int opx_cntr_attach_ep(struct opx_cntr *cntr, struct opx_ep *ep);
+void opx_cntr_detach_ep(struct opx_cntr *cntr, struct opx_ep *ep);
+
+/* ---------------------------------------------------------------------
+ * Event queue (control path; RDM endpoints rarely post to it).
+ */
+struct opx_eq {
+	struct fid_eq eq_fid;
+	struct opx_fabric *fabric;
+	pthread_mutex_t lock;
+	struct opx_list events;
+	struct opx_list errors;
+	enum fi_wait_obj wait_obj;
+	int efd; /* eventfd when FI_WAIT_FD */
+	_Atomic int refcnt;
+};
+
+int opx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
+		void *context);
+
+/* ---------------------------------------------------------------------
+ * Endpoint hooks used by CQ/counter progress and waits (opx_ep.c).
+ */
+int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+		void *context);
+void opx_ep_progress_locked(struct opx_ep *ep);
+int opx_ep_wait_fd(const struct opx_ep *ep);
+int opx_ep_sleep_arm(struct opx_ep *ep);  /* -FI_EAGAIN if work is pending */
+void opx_ep_sleep_disarm(struct opx_ep *ep);
+
+/* ---------------------------------------------------------------------
+ * Info (opx_info.c).
+ */
+int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		const struct fi_info *hints, struct fi_info **info);
+/* A template fi_info describing everything opx supports. */
+struct fi_info *opx_info_template(void);
+
+/* Default op handlers for fid ops opx does not implement. */
+int opx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int opx_no_control(struct fid *fid, int command, void *arg);
+int opx_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+
+#endif /* OPX_H */

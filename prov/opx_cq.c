@@ -1,0 +1,687 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_cq.c - completion queue.
+ *
+ * Successful completions go to a power-of-two ring of full tagged
+ * entries; the ring doubles when full, so a completion is never dropped
+ * and the producer (the endpoint's progress, domain lock held) never has
+ * to fail an operation that already happened.  Reporting is a handful of
+ * stores; only growth allocates.
+ *
+ * Errors go to a list.  Each error remembers the ring position (tail) it
+ * was reported at, so fi_cq_read returns the successful completions that
+ * came before it and then -FI_EAVAIL: the error is "topmost" exactly when
+ * man fi_cq says it is, and completion order is preserved across both.
+ *
+ * Reads convert from the tagged entry to the CQ's format by copying a
+ * prefix: fi_cq_entry, fi_cq_msg_entry and fi_cq_data_entry are prefixes
+ * of fi_cq_tagged_entry.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "opx.h"
+
+
+#define OPX_CQ_DEF_SIZE 1024
+#define OPX_CQ_MIN_SIZE 16
+/* attr->size is a hint; the ring grows anyway, so a huge hint is not
+ * allowed to pin memory up front. */
+#define OPX_CQ_MAX_INIT_SIZE (1u << 20)
+#define OPX_CQ_ERR_DATA_MAX 96
+
+static_assert(offsetof(struct fi_cq_tagged_entry, op_context) == 0, "format prefix");
+static_assert(offsetof(struct fi_cq_msg_entry, len) == offsetof(struct fi_cq_tagged_entry, len),
+	      "format prefix");
+static_assert(offsetof(struct fi_cq_data_entry, data) == offsetof(struct fi_cq_tagged_entry, data),
+	      "format prefix");
+
+/* An error with its ring position and its provider-specific data: a
+ * short text, which is what fi_cq_strerror formats. */
+struct opx_cq_err_node {
+	struct opx_cq_err err;
+	uint64_t seq;
+	char data[OPX_CQ_ERR_DATA_MAX];
+};
+
+/* Private part; struct opx_cq (opx.h) first so other files use it as is. */
+struct opx_cq_priv {
+	struct opx_cq cq;
+	size_t entry_size;
+	uint32_t api_version;
+	bool armed;       /* fi_trywait armed our endpoints */
+	int sig_fd;       /* FI_WAIT_FD: eventfd in the epoll set, for fi_cq_signal */
+	_Atomic int sig_fd_written;
+	char err_data[OPX_CQ_ERR_DATA_MAX]; /* provider-owned err_data (readerr) */
+};
+
+static inline struct opx_cq_priv *opx_cq_priv_of(struct opx_cq *cq)
+{
+	return OPX_CONTAINER_OF(cq, struct opx_cq_priv, cq);
+}
+
+static inline struct opx_cq *opx_cq_of(struct fid_cq *cq_fid)
+{
+	return OPX_CONTAINER_OF(cq_fid, struct opx_cq, cq_fid);
+}
+
+/* ---------------------------------------------------------------------
+ * Producer side (hot path).
+ */
+static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
+{
+	size_t old_n = cq->mask + 1;
+	size_t new_n = old_n * 2;
+	struct opx_cq_slot *ring = malloc(new_n * sizeof(*ring));
+
+	if (!ring) {
+		OPX_WARN(FI_LOG_CQ, "cannot grow CQ ring to %zu entries\n", new_n);
+		return -FI_ENOMEM;
+	}
+	/* Unwrap: the live entries become ring[0 .. n-1] in order. */
+	size_t n = (size_t)(cq->tail - cq->head);
+	for (size_t i = 0; i < n; i++)
+		ring[i] = cq->ring[(cq->head + i) & cq->mask];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->mask = new_n - 1;
+	/* Error positions are absolute, so shift them with the ring. */
+	struct opx_list *it;
+	opx_list_foreach(&cq->err_list, it)
+	{
+		struct opx_cq_err_node *en = OPX_CONTAINER_OF(it, struct opx_cq_err_node, err.link);
+		en->seq -= cq->head;
+	}
+	cq->tail -= cq->head;
+	cq->head = 0;
+	return 0;
+}
+
+int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	if (__builtin_expect(cq->tail - cq->head > cq->mask, 0)) {
+		int ret = opx_cq_grow(cq);
+		if (ret)
+			return ret;
+	}
+	struct opx_cq_slot *s = &cq->ring[cq->tail & cq->mask];
+
+	s->e.op_context = op_context;
+	s->e.flags = flags;
+	s->e.len = len;
+	s->e.buf = buf;
+	s->e.data = data;
+	s->e.tag = tag;
+	s->src = src;
+	cq->tail++;
+	return 0;
+}
+
+int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
+			     int prov_errno, fi_addr_t src)
+{
+	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
+	int n;
+
+	if (!en) {
+		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
+		return -FI_ENOMEM;
+	}
+	/* err is a positive code per fi_cq_err_entry; accept -FI_E* too. */
+	if (err < 0)
+		err = -err;
+	en->err.e.op_context = op_context;
+	en->err.e.flags = flags;
+	en->err.e.len = len;
+	en->err.e.buf = buf;
+	en->err.e.data = data;
+	en->err.e.tag = tag;
+	en->err.e.olen = olen;
+	en->err.e.err = err;
+	en->err.e.prov_errno = prov_errno;
+	en->err.src = src;
+	n = snprintf(en->data, sizeof(en->data), "opx: %s (prov_errno %d)", fi_strerror(err),
+		     prov_errno);
+	en->err.e.err_data = en->data;
+	en->err.e.err_data_size = n < 0 ? 0 : strnlen(en->data, sizeof(en->data) - 1) + 1;
+	en->seq = cq->tail;
+	opx_list_insert_tail(&cq->err_list, &en->err.link);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Consumer side.
+ */
+static struct opx_cq_err_node *opx_cq_first_err(struct opx_cq *cq)
+{
+	if (opx_list_empty(&cq->err_list))
+		return NULL;
+	return OPX_CONTAINER_OF(cq->err_list.next, struct opx_cq_err_node, err.link);
+}
+
+/* Successful entries readable before the first error, or -FI_EAVAIL when
+ * the error is topmost. */
+static ssize_t opx_cq_avail_locked(struct opx_cq *cq)
+{
+	struct opx_cq_err_node *en = opx_cq_first_err(cq);
+	uint64_t end = cq->tail;
+
+	if (en) {
+		if (en->seq <= cq->head)
+			return -FI_EAVAIL;
+		end = en->seq;
+	}
+	return (ssize_t)(end - cq->head);
+}
+
+/* Housekeeping every read does before looking at entries: undo a
+ * trywait's arming, drain a consumed fi_cq_signal, then progress. */
+static void opx_cq_enter_read_locked(struct opx_cq *cq)
+{
+	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
+
+	if (__builtin_expect(priv->armed, 0)) {
+		opx_pset_disarm_locked(&cq->pset);
+		priv->armed = false;
+	}
+	if (__builtin_expect(atomic_load_explicit(&priv->sig_fd_written, memory_order_relaxed), 0)) {
+		uint64_t v;
+
+		atomic_store(&priv->sig_fd_written, 0);
+		/* nonblocking: nothing to drain is fine */
+		if (read(priv->sig_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			OPX_DBG(FI_LOG_CQ, "signal fd drain: %d\n", errno);
+	}
+	opx_pset_progress_locked(&cq->pset);
+}
+
+static ssize_t opx_cq_copy_locked(struct opx_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
+{
+	size_t esz = opx_cq_priv_of(cq)->entry_size;
+	ssize_t avail = opx_cq_avail_locked(cq);
+	uint8_t *out = buf;
+	size_t n;
+
+	if (avail < 0)
+		return avail;
+	if (avail == 0)
+		return -FI_EAGAIN;
+	n = (size_t)avail < count ? (size_t)avail : count;
+	for (size_t i = 0; i < n; i++) {
+		const struct opx_cq_slot *s = &cq->ring[(cq->head + i) & cq->mask];
+
+		memcpy(out + i * esz, &s->e, esz);
+		if (src_addr)
+			src_addr[i] = s->src;
+	}
+	cq->head += n;
+	return (ssize_t)n;
+}
+
+static ssize_t opx_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			       fi_addr_t *src_addr)
+{
+	struct opx_cq *cq;
+	ssize_t ret;
+
+	if (!cq_fid || (count && !buf))
+		return -FI_EINVAL;
+	cq = opx_cq_of(cq_fid);
+	opx_lock_acquire(&cq->domain->lock);
+	opx_cq_enter_read_locked(cq);
+	if (count == 0) {
+		/* man fi_cq: count 0 drives progress; still say whether
+		 * an error is waiting. */
+		ret = opx_cq_avail_locked(cq) == -FI_EAVAIL ? -FI_EAVAIL : 0;
+	} else {
+		ret = opx_cq_copy_locked(cq, buf, count, src_addr);
+	}
+	opx_lock_release(&cq->domain->lock);
+	return ret;
+}
+
+static ssize_t opx_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
+{
+	return opx_cq_readfrom(cq_fid, buf, count, NULL);
+}
+
+static ssize_t opx_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf, uint64_t flags)
+{
+	struct opx_cq_err_node *en;
+	struct opx_cq_priv *priv;
+	struct opx_cq *cq;
+
+	if (!cq_fid || !buf)
+		return -FI_EINVAL;
+	if (flags)
+		return -FI_EBADFLAGS;
+	cq = opx_cq_of(cq_fid);
+	priv = opx_cq_priv_of(cq);
+
+	opx_lock_acquire(&cq->domain->lock);
+	en = opx_cq_first_err(cq);
+	if (!en) {
+		opx_lock_release(&cq->domain->lock);
+		return -FI_EAGAIN;
+	}
+	opx_list_remove(&en->err.link);
+
+	if (FI_VERSION_LT(priv->api_version, FI_VERSION(1, 5))) {
+		/* The 1.0 entry ends before err_data_size, and err_data
+		 * always points to provider memory. */
+		memcpy(priv->err_data, en->data, sizeof(priv->err_data));
+		en->err.e.err_data = priv->err_data;
+		memcpy(buf, &en->err.e, offsetof(struct fi_cq_err_entry, err_data_size));
+	} else if (buf->err_data_size && buf->err_data) {
+		void *user = buf->err_data;
+		size_t n = buf->err_data_size < en->err.e.err_data_size ? buf->err_data_size
+									: en->err.e.err_data_size;
+
+		memcpy(user, en->data, n);
+		*buf = en->err.e;
+		buf->err_data = user;
+		buf->err_data_size = n;
+	} else {
+		/* Valid until the next read of this CQ (man fi_cq). */
+		memcpy(priv->err_data, en->data, sizeof(priv->err_data));
+		*buf = en->err.e;
+		buf->err_data = priv->err_data;
+	}
+	opx_lock_release(&cq->domain->lock);
+	free(en);
+	return 1;
+}
+
+struct opx_cq_wait_arg {
+	struct opx_cq *cq;
+	size_t threshold;
+};
+
+static bool opx_cq_wait_done(void *arg)
+{
+	struct opx_cq_wait_arg *wa = arg;
+	struct opx_cq *cq = wa->cq;
+
+	return !opx_list_empty(&cq->err_list) || cq->tail - cq->head >= wa->threshold;
+}
+
+static ssize_t opx_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+				fi_addr_t *src_addr, const void *cond, int timeout)
+{
+	struct opx_cq_wait_arg wa;
+	struct opx_cq *cq;
+	ssize_t ret;
+	int wret;
+
+	if (!cq_fid || !buf || !count)
+		return -FI_EINVAL;
+	cq = opx_cq_of(cq_fid);
+	/* man fi_cq: sread on a CQ without a wait object is invalid. */
+	if (cq->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+
+	wa.cq = cq;
+	wa.threshold = 1;
+	if (cq->wait_cond == FI_CQ_COND_THRESHOLD && cond) {
+		wa.threshold = *(const size_t *)cond;
+		if (wa.threshold == 0)
+			wa.threshold = 1;
+		if (wa.threshold > count)
+			wa.threshold = count;
+	}
+
+	opx_lock_acquire(&cq->domain->lock);
+	opx_cq_enter_read_locked(cq);
+	wret = opx_pset_wait_locked(&cq->pset, &cq->domain->lock, timeout, opx_cq_wait_done, &wa,
+				    &cq->signaled);
+	/* Timeout or fi_cq_signal: return what there is, else -FI_EAGAIN. */
+	ret = opx_cq_copy_locked(cq, buf, count, src_addr);
+	opx_lock_release(&cq->domain->lock);
+	if (wret && wret != -FI_ETIMEDOUT && wret != -FI_ECANCELED && ret == -FI_EAGAIN)
+		return wret;
+	return ret;
+}
+
+static ssize_t opx_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const void *cond,
+			    int timeout)
+{
+	return opx_cq_sreadfrom(cq_fid, buf, count, NULL, cond, timeout);
+}
+
+static int opx_cq_signal(struct fid_cq *cq_fid)
+{
+	struct opx_cq_priv *priv;
+	struct opx_cq *cq;
+
+	if (!cq_fid)
+		return -FI_EINVAL;
+	cq = opx_cq_of(cq_fid);
+	priv = opx_cq_priv_of(cq);
+	if (cq->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL; /* man fi_cq: only with a wait object */
+	/* No lock: a blocked sread holds none while it sleeps, and sees the
+	 * flag within one sleep slice. */
+	atomic_store(&cq->signaled, 1);
+	if (priv->sig_fd >= 0) {
+		uint64_t one = 1;
+
+		atomic_store(&priv->sig_fd_written, 1);
+		if (write(priv->sig_fd, &one, sizeof(one)) < 0)
+			OPX_DBG(FI_LOG_CQ, "signal fd write: %d\n", errno);
+	}
+	return 0;
+}
+
+static const char *opx_cq_strerror(struct fid_cq *cq_fid, int prov_errno, const void *err_data,
+				   char *buf, size_t len)
+{
+	static const char none[] = "opx: no error information";
+
+	(void)cq_fid;
+	if (!buf || !len)
+		return err_data ? (const char *)err_data : none;
+	if (err_data)
+		snprintf(buf, len, "%s", (const char *)err_data);
+	else if (prov_errno)
+		snprintf(buf, len, "opx: provider error %d", prov_errno);
+	else
+		snprintf(buf, len, "%s", none);
+	return buf;
+}
+
+static struct fi_ops_cq opx_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = opx_cq_read,
+	.readfrom = opx_cq_readfrom,
+	.readerr = opx_cq_readerr,
+	.sread = opx_cq_sread,
+	.sreadfrom = opx_cq_sreadfrom,
+	.signal = opx_cq_signal,
+	.strerror = opx_cq_strerror,
+};
+
+/* ---------------------------------------------------------------------
+ * Endpoint attach.  Called from the endpoint's bind/close without the
+ * domain lock (control path), so these take it.  An endpoint attached
+ * twice is progressed and polled once, and in the epoll set once.
+ */
+static bool opx_cq_has_ep(const struct opx_cq *cq, const struct opx_ep *ep)
+{
+	for (size_t i = 0; i < cq->pset.count; i++) {
+		if (cq->pset.eps[i] == ep)
+			return true;
+	}
+	return false;
+}
+
+static int opx_cq_attach_locked(struct opx_cq *cq, struct opx_ep *ep)
+{
+	bool first = !opx_cq_has_ep(cq, ep);
+	int ret = opx_pset_add(&cq->pset, ep);
+
+	if (ret)
+		return ret;
+	if (first && cq->epoll_fd >= 0) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+
+		if (epoll_ctl(cq->epoll_fd, EPOLL_CTL_ADD, opx_ep_wait_fd(ep), &ev)) {
+			ret = opx_err_from_shim(-errno);
+			OPX_WARN(FI_LOG_CQ, "cannot add endpoint wait fd: %d\n", errno);
+			opx_pset_remove(&cq->pset, ep);
+			return ret;
+		}
+	}
+	atomic_fetch_add(&cq->refcnt, 1);
+	return 0;
+}
+
+int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep)
+{
+	int ret;
+
+	if (!cq || !ep)
+		return -FI_EINVAL;
+	opx_lock_acquire(&cq->domain->lock);
+	ret = opx_cq_attach_locked(cq, ep);
+	opx_lock_release(&cq->domain->lock);
+	return ret;
+}
+
+void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep)
+{
+	if (!cq || !ep)
+		return;
+	opx_lock_acquire(&cq->domain->lock);
+	if (opx_cq_has_ep(cq, ep)) {
+		opx_pset_remove(&cq->pset, ep);
+		if (cq->epoll_fd >= 0 && !opx_cq_has_ep(cq, ep))
+			(void)epoll_ctl(cq->epoll_fd, EPOLL_CTL_DEL, opx_ep_wait_fd(ep), NULL);
+		atomic_fetch_sub(&cq->refcnt, 1);
+	}
+	opx_lock_release(&cq->domain->lock);
+}
+
+/* ---------------------------------------------------------------------
+ * fid ops and open.
+ */
+/* fi_trywait for this CQ (opx_trywait dispatches here). */
+static int opx_cq_trywait(struct opx_cq *cq)
+{
+	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
+	int ret;
+
+	if (cq->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+	opx_lock_acquire(&cq->domain->lock);
+	opx_pset_progress_locked(&cq->pset);
+	if (cq->tail != cq->head || !opx_list_empty(&cq->err_list)) {
+		ret = -FI_EAGAIN;
+	} else if (priv->armed) {
+		ret = 0; /* still armed from an earlier trywait */
+	} else {
+		ret = opx_pset_arm_locked(&cq->pset);
+		if (ret == 0)
+			priv->armed = true;
+	}
+	opx_lock_release(&cq->domain->lock);
+	return ret;
+}
+
+static int opx_cq_control(struct fid *fid, int command, void *arg)
+{
+	struct opx_cq *cq = OPX_CONTAINER_OF(fid, struct opx_cq, cq_fid.fid);
+
+	switch (command) {
+	case FI_GETWAIT:
+		if (!arg)
+			return -FI_EINVAL;
+		if (cq->epoll_fd < 0)
+			return -FI_ENODATA; /* no fd the application may use */
+		*(int *)arg = cq->epoll_fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = cq->wait_obj;
+		return 0;
+	case OPX_CTL_TRYWAIT:
+		return opx_cq_trywait(cq);
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static void opx_cq_free(struct opx_cq *cq)
+{
+	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
+	struct opx_list *it, *tmp;
+
+	opx_list_foreach_safe(&cq->err_list, it, tmp)
+	{
+		opx_list_remove(it);
+		free(OPX_CONTAINER_OF(it, struct opx_cq_err_node, err.link));
+	}
+	opx_pset_free(&cq->pset);
+	if (cq->epoll_fd >= 0)
+		close(cq->epoll_fd);
+	if (priv->sig_fd >= 0)
+		close(priv->sig_fd);
+	free(cq->ring);
+	free(priv);
+}
+
+static int opx_cq_close(struct fid *fid)
+{
+	struct opx_cq *cq = OPX_CONTAINER_OF(fid, struct opx_cq, cq_fid.fid);
+	struct opx_domain *domain = cq->domain;
+
+	opx_lock_acquire(&domain->lock);
+	if (atomic_load(&cq->refcnt) > 0) {
+		opx_lock_release(&domain->lock);
+		return -FI_EBUSY;
+	}
+	opx_lock_release(&domain->lock);
+	opx_cq_free(cq);
+	atomic_fetch_sub(&domain->refcnt, 1);
+	return 0;
+}
+
+static struct fi_ops opx_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = opx_cq_close,
+	.bind = opx_no_bind,
+	.control = opx_cq_control,
+	.ops_open = opx_no_ops_open,
+};
+
+static int opx_cq_check_attr(const struct fi_cq_attr *attr)
+{
+	switch (attr->format) {
+	case FI_CQ_FORMAT_UNSPEC:
+	case FI_CQ_FORMAT_CONTEXT:
+	case FI_CQ_FORMAT_MSG:
+	case FI_CQ_FORMAT_DATA:
+	case FI_CQ_FORMAT_TAGGED:
+		break;
+	default:
+		return -FI_EINVAL;
+	}
+	switch (attr->wait_obj) {
+	case FI_WAIT_NONE:
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+	case FI_WAIT_YIELD: /* our wait spins and yields before it sleeps */
+		break;
+	case FI_WAIT_SET:
+	case FI_WAIT_MUTEX_COND: /* the application could ask for the mutex */
+		return -FI_ENOSYS;
+	default:
+		return -FI_EINVAL;
+	}
+	if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD)
+		return -FI_EINVAL;
+	if (attr->flags & ~(uint64_t)FI_AFFINITY)
+		return -FI_EBADFLAGS;
+	return 0;
+}
+
+static size_t opx_cq_entry_size(enum fi_cq_format format)
+{
+	switch (format) {
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return sizeof(struct fi_cq_entry);
+	}
+}
+
+static int opx_cq_open_fds(struct opx_cq_priv *priv)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+
+	priv->cq.epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (priv->cq.epoll_fd < 0)
+		goto err;
+	priv->sig_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (priv->sig_fd < 0)
+		goto err;
+	if (epoll_ctl(priv->cq.epoll_fd, EPOLL_CTL_ADD, priv->sig_fd, &ev))
+		goto err;
+	return 0;
+err:
+	OPX_WARN(FI_LOG_CQ, "cannot create CQ wait fd: %d\n", errno);
+	return opx_err_from_shim(-errno);
+}
+
+int opx_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr, struct fid_cq **cq_out,
+		void *context)
+{
+	struct fi_cq_attr def = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
+	const struct fi_cq_attr *a = attr ? attr : &def;
+	struct opx_domain *domain;
+	struct opx_cq_priv *priv;
+	struct opx_cq *cq;
+	size_t size;
+	int ret;
+
+	if (!domain_fid || !cq_out)
+		return -FI_EINVAL;
+	ret = opx_cq_check_attr(a);
+	if (ret)
+		return ret;
+	domain = OPX_CONTAINER_OF(domain_fid, struct opx_domain, domain_fid);
+
+	priv = calloc(1, sizeof(*priv));
+	if (!priv)
+		return -FI_ENOMEM;
+	cq = &priv->cq;
+	cq->epoll_fd = -1;
+	priv->sig_fd = -1;
+	size = OPX_CQ_MIN_SIZE;
+	while (size < (a->size ? a->size : OPX_CQ_DEF_SIZE) && size < OPX_CQ_MAX_INIT_SIZE)
+		size *= 2;
+	cq->ring = malloc(size * sizeof(*cq->ring));
+	if (!cq->ring) {
+		free(priv);
+		return -FI_ENOMEM;
+	}
+	cq->mask = size - 1;
+	cq->format = a->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : a->format;
+	cq->wait_obj = a->wait_obj;
+	cq->wait_cond = a->wait_cond;
+	cq->domain = domain;
+	opx_list_init(&cq->err_list);
+	atomic_init(&cq->signaled, 0);
+	atomic_init(&cq->refcnt, 0);
+	atomic_init(&priv->sig_fd_written, 0);
+	priv->entry_size = opx_cq_entry_size(cq->format);
+	priv->api_version = domain->fabric->fabric_fid.api_version;
+	if (!priv->api_version)
+		priv->api_version = OPX_FI_VERSION;
+	if (cq->wait_obj == FI_WAIT_FD) {
+		ret = opx_cq_open_fds(priv);
+		if (ret) {
+			opx_cq_free(cq);
+			return ret;
+		}
+	}
+
+	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
+	cq->cq_fid.fid.context = context;
+	cq->cq_fid.fid.ops = &opx_cq_fi_ops;
+	cq->cq_fid.ops = &opx_cq_ops;
+	atomic_fetch_add(&domain->refcnt, 1);
+	*cq_out = &cq->cq_fid;
+	return 0;
+}

@@ -1,0 +1,596 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_ep.c - the RDM endpoint object: open (a receive context from the
+ * shim), bind, enable, names, options, cancel, close; and the -FI_ENOSYS
+ * tables for the operations opx does not advertise (RMA, atomics,
+ * collectives) so that calling them is an error, not a crash.
+ */
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_rma.h>
+
+#include "opx_ep.h"
+
+#define OPX_MIN_MULTI_RECV_DEFAULT 16384
+
+static int opx_ep_close(struct fid *fid)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+	struct opx_domain *domain = ep->domain;
+
+	opx_lock_acquire(&domain->lock);
+	if (ep->rndv_busy)
+		OPX_INFO(FI_LOG_EP_CTRL, "closing endpoint with %zu rendezvous sends pending\n",
+			 ep->rndv_busy);
+	opx_lock_release(&domain->lock);
+
+	/* detach outside the domain lock: CQ/counter take it themselves */
+	if (ep->tx_cq)
+		opx_cq_detach_ep(ep->tx_cq, ep);
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
+		opx_cq_detach_ep(ep->rx_cq, ep);
+	if (ep->send_cntr)
+		opx_cntr_detach_ep(ep->send_cntr, ep);
+	if (ep->recv_cntr && ep->recv_cntr != ep->send_cntr)
+		opx_cntr_detach_ep(ep->recv_cntr, ep);
+
+	opx_lock_acquire(&domain->lock);
+	ep->enabled = false;
+	if (ep->av)
+		atomic_fetch_sub(&ep->av->refcnt, 1);
+	opx_match_cleanup(ep);
+	opx_rx_cleanup(ep);
+	opx_rndv_fini(ep);
+	opx_lock_release(&domain->lock);
+
+	shim_ctx_close(ep->shim);
+	atomic_fetch_sub(&domain->refcnt, 1);
+	free(ep);
+	return 0;
+}
+
+static int opx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+	int rc = 0;
+
+	if (!bfid)
+		return -FI_EINVAL;
+	if (ep->enabled)
+		return -FI_EOPBADSTATE;
+
+	switch (bfid->fclass) {
+	case FI_CLASS_AV: {
+		struct opx_av *av = OPX_CONTAINER_OF(bfid, struct opx_av, av_fid.fid);
+		if (av->domain != ep->domain)
+			return -FI_EINVAL;
+		if (ep->av)
+			return -FI_EINVAL;
+		ep->av = av;
+		atomic_fetch_add(&av->refcnt, 1);
+		return 0;
+	}
+	case FI_CLASS_CQ: {
+		struct opx_cq *cq = OPX_CONTAINER_OF(bfid, struct opx_cq, cq_fid.fid);
+		if (cq->domain != ep->domain)
+			return -FI_EINVAL;
+		if (!(flags & (FI_TRANSMIT | FI_RECV)) ||
+		    (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)))
+			return -FI_EBADFLAGS;
+		if (((flags & FI_TRANSMIT) && ep->tx_cq) || ((flags & FI_RECV) && ep->rx_cq))
+			return -FI_EINVAL;
+		if (cq != ep->tx_cq && cq != ep->rx_cq) {
+			rc = opx_cq_attach_ep(cq, ep);
+			if (rc)
+				return rc;
+		}
+		if (flags & FI_TRANSMIT) {
+			ep->tx_cq = cq;
+			ep->tx_selective = flags & FI_SELECTIVE_COMPLETION;
+		}
+		if (flags & FI_RECV) {
+			ep->rx_cq = cq;
+			ep->rx_selective = flags & FI_SELECTIVE_COMPLETION;
+		}
+		return 0;
+	}
+	case FI_CLASS_CNTR: {
+		struct opx_cntr *cntr = OPX_CONTAINER_OF(bfid, struct opx_cntr, cntr_fid.fid);
+		uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
+			      FI_REMOTE_WRITE;
+		if (cntr->domain != ep->domain)
+			return -FI_EINVAL;
+		if (!(flags & ok) || (flags & ~ok))
+			return -FI_EBADFLAGS;
+		if (((flags & FI_SEND) && ep->send_cntr) || ((flags & FI_RECV) && ep->recv_cntr))
+			return -FI_EINVAL;
+		if (cntr != ep->send_cntr && cntr != ep->recv_cntr && (flags & (FI_SEND | FI_RECV))) {
+			rc = opx_cntr_attach_ep(cntr, ep);
+			if (rc)
+				return rc;
+		}
+		if (flags & FI_SEND)
+			ep->send_cntr = cntr;
+		if (flags & FI_RECV)
+			ep->recv_cntr = cntr;
+		return 0;
+	}
+	case FI_CLASS_EQ:
+		ep->eq = OPX_CONTAINER_OF(bfid, struct fid_eq, fid);
+		return 0;
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+static int opx_ep_control(struct fid *fid, int command, void *arg)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+	uint64_t *flags = arg;
+
+	switch (command) {
+	case FI_ENABLE:
+		if (!ep->av)
+			return -FI_ENOAV;
+		if ((!ep->tx_cq && !ep->send_cntr) || (!ep->rx_cq && !ep->recv_cntr))
+			return -FI_ENOCQ;
+		opx_lock_acquire(&ep->domain->lock);
+		ep->enabled = true;
+		opx_lock_release(&ep->domain->lock);
+		return 0;
+	case FI_GETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV))
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			*flags = ep->tx_op_flags;
+		else if (*flags & FI_RECV)
+			*flags = ep->rx_op_flags;
+		else
+			return -FI_EINVAL;
+		return 0;
+	case FI_SETOPSFLAG:
+		if (!flags)
+			return -FI_EINVAL;
+		if (*flags & FI_TRANSMIT)
+			ep->tx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+		else if (*flags & FI_RECV)
+			ep->rx_op_flags = *flags & ~(FI_TRANSMIT | FI_RECV);
+		else
+			return -FI_EINVAL;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
+static struct fi_ops opx_ep_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = opx_ep_close,
+	.bind = opx_ep_bind,
+	.control = opx_ep_control,
+	.ops_open = opx_no_ops_open,
+};
+
+static ssize_t opx_ep_cancel(fid_t fid, void *context)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+	int rc;
+
+	if (!context)
+		return -FI_EINVAL;
+	opx_lock_acquire(&ep->domain->lock);
+	rc = opx_ep_cancel_locked(ep, context);
+	opx_lock_release(&ep->domain->lock);
+	return rc;
+}
+
+static int opx_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t *optlen)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || !optlen)
+		return -FI_EINVAL;
+	if (*optlen < sizeof(size_t)) {
+		*optlen = sizeof(size_t);
+		return -FI_ETOOSMALL;
+	}
+	*(size_t *)optval = ep->min_multi_recv;
+	*optlen = sizeof(size_t);
+	return 0;
+}
+
+static int opx_ep_setopt(fid_t fid, int level, int optname, const void *optval, size_t optlen)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+
+	if (level != FI_OPT_ENDPOINT)
+		return -FI_ENOPROTOOPT;
+	if (optname != FI_OPT_MIN_MULTI_RECV)
+		return -FI_ENOPROTOOPT;
+	if (!optval || optlen != sizeof(size_t))
+		return -FI_EINVAL;
+	ep->min_multi_recv = *(const size_t *)optval;
+	return 0;
+}
+
+static int opx_ep_no_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,
+			     struct fid_ep **ep, void *context)
+{
+	(void)sep, (void)index, (void)attr, (void)ep, (void)context;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
+				struct fid_ep **ep, void *context)
+{
+	(void)sep, (void)index, (void)attr, (void)ep, (void)context;
+	return -FI_ENOSYS;
+}
+
+static ssize_t opx_ep_no_size_left(struct fid_ep *ep)
+{
+	(void)ep;
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_ep opx_ep_ops = {
+	.size = sizeof(struct fi_ops_ep),
+	.cancel = opx_ep_cancel,
+	.getopt = opx_ep_getopt,
+	.setopt = opx_ep_setopt,
+	.tx_ctx = opx_ep_no_ctx,
+	.rx_ctx = opx_ep_no_rx_ctx,
+	.rx_size_left = opx_ep_no_size_left,
+	.tx_size_left = opx_ep_no_size_left,
+};
+
+/* ---------------------------------------------------------------------
+ * Names.  An address is a struct shim_addr (32 bytes).
+ */
+static int opx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+
+	if (!addrlen)
+		return -FI_EINVAL;
+	if (*addrlen < sizeof(ep->addr) || !addr) {
+		if (addr) /* man fi_cm: the address is truncated */
+			memcpy(addr, &ep->addr, *addrlen);
+		*addrlen = sizeof(ep->addr);
+		return -FI_ETOOSMALL;
+	}
+	memcpy(addr, &ep->addr, sizeof(ep->addr));
+	*addrlen = sizeof(ep->addr);
+	return 0;
+}
+
+/* The receive context is assigned by the shim, so the only name an
+ * endpoint can take is the one it has. */
+static int opx_ep_setname(fid_t fid, void *addr, size_t addrlen)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+
+	if (!addr || addrlen != sizeof(ep->addr))
+		return -FI_EINVAL;
+	if (ep->enabled)
+		return -FI_EOPBADSTATE;
+	return memcmp(addr, &ep->addr, sizeof(ep->addr)) ? -FI_EINVAL : 0;
+}
+
+static int opx_ep_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
+{
+	(void)ep, (void)addr, (void)addrlen;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_connect(struct fid_ep *ep, const void *addr, const void *param,
+			     size_t paramlen)
+{
+	(void)ep, (void)addr, (void)param, (void)paramlen;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_listen(struct fid_pep *pep)
+{
+	(void)pep;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_accept(struct fid_ep *ep, const void *param, size_t paramlen)
+{
+	(void)ep, (void)param, (void)paramlen;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_reject(struct fid_pep *pep, fid_t handle, const void *param,
+			    size_t paramlen)
+{
+	(void)pep, (void)handle, (void)param, (void)paramlen;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_shutdown(struct fid_ep *ep, uint64_t flags)
+{
+	(void)ep, (void)flags;
+	return -FI_ENOSYS;
+}
+
+static int opx_ep_no_join(struct fid_ep *ep, const void *addr, uint64_t flags, struct fid_mc **mc,
+			  void *context)
+{
+	(void)ep, (void)addr, (void)flags, (void)mc, (void)context;
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_cm opx_ep_cm_ops = {
+	.size = sizeof(struct fi_ops_cm),
+	.setname = opx_ep_setname,
+	.getname = opx_ep_getname,
+	.getpeer = opx_ep_no_getpeer,
+	.connect = opx_ep_no_connect,
+	.listen = opx_ep_no_listen,
+	.accept = opx_ep_no_accept,
+	.reject = opx_ep_no_reject,
+	.shutdown = opx_ep_no_shutdown,
+	.join = opx_ep_no_join,
+};
+
+/* ---------------------------------------------------------------------
+ * Operations not advertised: -FI_ENOSYS.
+ */
+/* The stubs below take the full signatures and use none of them. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+
+static ssize_t opx_rma_no_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			       fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_readv(struct fid_ep *ep, const struct iovec *iov, void **desc,
+				size_t count, fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_msg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_write(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				fi_addr_t dest, uint64_t addr, uint64_t key, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_writev(struct fid_ep *ep, const struct iovec *iov, void **desc,
+				 size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+				 void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+				 uint64_t addr, uint64_t key)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				    uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
+				    void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_rma_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
+				     uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops_rma opx_ep_rma_ops = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = opx_rma_no_read,
+	.readv = opx_rma_no_readv,
+	.readmsg = opx_rma_no_msg,
+	.write = opx_rma_no_write,
+	.writev = opx_rma_no_writev,
+	.writemsg = opx_rma_no_msg,
+	.inject = opx_rma_no_inject,
+	.writedata = opx_rma_no_writedata,
+	.injectdata = opx_rma_no_injectdata,
+};
+
+static ssize_t opx_at_no_write(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+			       fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+			       enum fi_op op, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+				enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				  uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_inject(struct fid_ep *ep, const void *buf, size_t count, fi_addr_t dest,
+				uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_readwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				   void *result, void *result_desc, fi_addr_t dest, uint64_t addr,
+				   uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				    size_t count, struct fi_ioc *resultv, void **result_desc,
+				    size_t result_count, fi_addr_t dest, uint64_t addr,
+				    uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      struct fi_ioc *resultv, void **result_desc,
+				      size_t result_count, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_compwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				   const void *compare, void *compare_desc, void *result,
+				   void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+				   enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				    size_t count, const struct fi_ioc *comparev,
+				    void **compare_desc, size_t compare_count,
+				    struct fi_ioc *resultv, void **result_desc, size_t result_count,
+				    fi_addr_t dest, uint64_t addr, uint64_t key,
+				    enum fi_datatype dt, enum fi_op op, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_at_no_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      const struct fi_ioc *comparev, void **compare_desc,
+				      size_t compare_count, struct fi_ioc *resultv,
+				      void **result_desc, size_t result_count, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static int opx_at_no_valid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op, size_t *count)
+{
+	return -FI_ENOSYS;
+}
+
+#pragma GCC diagnostic pop
+
+static struct fi_ops_atomic opx_ep_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = opx_at_no_write,
+	.writev = opx_at_no_writev,
+	.writemsg = opx_at_no_writemsg,
+	.inject = opx_at_no_inject,
+	.readwrite = opx_at_no_readwrite,
+	.readwritev = opx_at_no_readwritev,
+	.readwritemsg = opx_at_no_readwritemsg,
+	.compwrite = opx_at_no_compwrite,
+	.compwritev = opx_at_no_compwritev,
+	.compwritemsg = opx_at_no_compwritemsg,
+	.writevalid = opx_at_no_valid,
+	.readwritevalid = opx_at_no_valid,
+	.compwritevalid = opx_at_no_valid,
+};
+
+/* ---------------------------------------------------------------------
+ * Open.
+ */
+int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **epp, void *context)
+{
+	struct opx_domain *domain;
+	struct hfi1_ctxt_info cinfo;
+	struct hfi1_base_info binfo;
+	struct opx_ep *ep;
+	int rc;
+
+	if (!fdom || !info || !epp)
+		return -FI_EINVAL;
+	domain = OPX_CONTAINER_OF(fdom, struct opx_domain, domain_fid);
+	if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
+	    info->ep_attr->type != FI_EP_UNSPEC)
+		return -FI_EINVAL;
+	if (info->caps & ~(OPX_CAPS | FI_MSG | FI_TAGGED))
+		return -FI_EOPNOTSUPP;
+
+	ep = calloc(1, sizeof(*ep));
+	if (!ep)
+		return -FI_ENOMEM;
+	rc = shim_ctx_open(domain->fabric->dev, domain->unit, &ep->shim, &cinfo, &binfo);
+	if (rc) {
+		OPX_WARN(FI_LOG_EP_CTRL, "no receive context on unit %d: %s\n", domain->unit,
+			 shim_strerror(rc));
+		free(ep);
+		return opx_err_from_shim(rc);
+	}
+	rc = opx_rndv_init(ep);
+	if (rc) {
+		shim_ctx_close(ep->shim);
+		free(ep);
+		return rc;
+	}
+	ep->rx = shim_ctx_rx(ep->shim);
+	shim_ctx_addr(ep->shim, &ep->addr);
+	ep->jkey = (uint16_t)binfo.jkey;
+	ep->pid = (uint32_t)getpid();
+	ep->domain = domain;
+	ep->caps = info->caps ? info->caps : OPX_CAPS;
+	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
+	ep->min_multi_recv = OPX_MIN_MULTI_RECV_DEFAULT;
+	ep->last_src = FI_ADDR_NOTAVAIL;
+	opx_list_init(&ep->ctl_pend);
+	opx_list_init(&ep->posted_tag);
+	opx_list_init(&ep->posted_msg);
+	opx_list_init(&ep->ux_tag);
+	opx_list_init(&ep->ux_msg);
+	opx_list_init(&ep->req_free);
+	opx_list_init(&ep->ux_free);
+
+	/* Let peers pull rendezvous data from us with Cross Memory Attach
+	 * under Yama's ptrace_scope=1 (a no-op where Yama is absent). */
+	(void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+
+	ep->ep_fid.fid.fclass = FI_CLASS_EP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &opx_ep_fi_ops;
+	ep->ep_fid.ops = &opx_ep_ops;
+	ep->ep_fid.cm = &opx_ep_cm_ops;
+	ep->ep_fid.msg = &opx_ops_msg;
+	ep->ep_fid.tagged = &opx_ops_tagged;
+	ep->ep_fid.rma = &opx_ep_rma_ops;
+	ep->ep_fid.atomic = &opx_ep_atomic_ops;
+	ep->ep_fid.collective = NULL;
+	atomic_fetch_add(&domain->refcnt, 1);
+	OPX_INFO(FI_LOG_EP_CTRL, "endpoint on unit %u context %u lid %u\n", ep->addr.unit,
+		 ep->addr.ctx, ep->addr.lid);
+	*epp = &ep->ep_fid;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Hooks for CQ/counter progress and blocking waits.
+ */
+int opx_ep_wait_fd(const struct opx_ep *ep)
+{
+	return shim_ctx_wait_fd(ep->shim);
+}
+
+int opx_ep_sleep_arm(struct opx_ep *ep)
+{
+	int rc = shim_ctx_sleep_arm(ep->shim);
+
+	if (rc)
+		return -FI_EAGAIN;
+	ep->armed = true;
+	return 0;
+}
+
+void opx_ep_sleep_disarm(struct opx_ep *ep)
+{
+	if (ep->armed)
+		shim_ctx_sleep_disarm(ep->shim);
+	ep->armed = false;
+}

@@ -1,0 +1,434 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_info.c - fi_getinfo: describe what opx really supports and filter
+ * it by the application's hints.
+ *
+ * The rule from fi_getinfo(3): a non-zero hint is a requirement.  Every
+ * hint we cannot meet yields -FI_ENODATA with one FI_LOG_LEVEL=info line
+ * naming the attribute, so "why is opx not selected?" has an answer in
+ * the log.  Allocation goes through fi_allocinfo/fi_freeinfo so the core
+ * (and applications) free what we return.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opx.h"
+
+/* In opx_init.c; see the note there.  fi_prov_ini has no prototype in
+ * fi_prov.h (only the FI_EXT_INI definition macro). */
+struct fi_provider *fi_prov_ini(void);
+
+/*
+ * Tag format.  Open MPI's ofi MTL (4.1 and later) counts the leading zero
+ * bits of ep_attr->mem_tag_format and removes one communicator-id bit per
+ * zero bit (too few bits and the MTL refuses the provider).  Libfabric's
+ * historical FI_TAG_GENERIC (0xAAAA...) and all-ones both have the top bit
+ * set; FI_TAG_GENERIC >> 1 would cost the MTL one bit.  Our matching
+ * engine compares all 64 tag bits with no provider-reserved bits, so we
+ * advertise all 64 as application tag bits.
+ */
+#define OPX_MEM_TAG_FORMAT UINT64_MAX
+
+#define OPX_DOMAIN_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+#define OPX_CQ_CNT 64
+#define OPX_CNTR_CNT 64
+#define OPX_MR_CNT 65536
+#define OPX_MR_KEY_SIZE 8
+#define OPX_PROTO_VERSION 1
+
+/* fi_getinfo(3): primary caps must be asked for explicitly; secondary
+ * caps may be reported unasked when they cost nothing. */
+#define OPX_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV)
+/* Secondary capabilities that cost nothing on our data path: the shm and
+ * udp wires are both always present in the model. */
+#define OPX_FREE_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
+
+#define OPX_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+#define OPX_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
+
+/* Probe the device: the unit this process would use, or a -FI_E* code.
+ * The device is reference counted by the shim, so this is cheap when a
+ * fabric is already open. */
+static int opx_info_probe(int *unit)
+{
+	struct shim_dev *dev;
+	int ret;
+
+	ret = opx_dev_open(&dev);
+	if (ret) {
+		OPX_WARN(FI_LOG_CORE, "no usable SuperNIC device: %s\n", fi_strerror(-ret));
+		return ret;
+	}
+	ret = shim_dev_select_unit(dev);
+	shim_dev_close(dev);
+	if (ret < 0) {
+		OPX_WARN(FI_LOG_CORE, "no active unit: %s\n", shim_strerror(ret));
+		return opx_err_from_shim(ret);
+	}
+	*unit = ret;
+	return 0;
+}
+
+static struct fi_info *opx_info_build(int unit, uint32_t version)
+{
+	struct fi_info *fi;
+	char name[32];
+
+	fi = fi_allocinfo();
+	if (!fi)
+		return NULL;
+	snprintf(name, sizeof(name), "opx_%d", unit);
+
+	fi->caps = OPX_CAPS;
+	fi->mode = 0;
+	fi->addr_format = FI_ADDR_OPX;
+	fi->src_addr = NULL;
+	fi->src_addrlen = 0;
+	fi->nic = NULL;
+
+	fi->tx_attr->caps = OPX_TX_CAPS;
+	fi->tx_attr->mode = 0;
+	fi->tx_attr->op_flags = 0;
+	fi->tx_attr->msg_order = OPX_MSG_ORDER;
+	fi->tx_attr->comp_order = FI_ORDER_NONE;
+	fi->tx_attr->inject_size = opx_env.inject_size;
+	fi->tx_attr->size = OPX_TX_SIZE;
+	fi->tx_attr->iov_limit = OPX_IOV_LIMIT;
+	fi->tx_attr->rma_iov_limit = 0;
+
+	fi->rx_attr->caps = OPX_RX_CAPS;
+	fi->rx_attr->mode = 0;
+	fi->rx_attr->op_flags = 0;
+	fi->rx_attr->msg_order = OPX_MSG_ORDER;
+	fi->rx_attr->comp_order = FI_ORDER_NONE;
+	fi->rx_attr->total_buffered_recv = opx_env.ux_max_bytes;
+	fi->rx_attr->size = OPX_RX_SIZE;
+	fi->rx_attr->iov_limit = OPX_IOV_LIMIT;
+
+	fi->ep_attr->type = FI_EP_RDM;
+	fi->ep_attr->protocol = FI_PROTO_OPX;
+	fi->ep_attr->protocol_version = OPX_PROTO_VERSION;
+	fi->ep_attr->max_msg_size = opx_env.max_msg_size;
+	fi->ep_attr->msg_prefix_size = 0;
+	/* No RMA or atomics: no RAW/WAR/WAW data ordering to size. */
+	fi->ep_attr->max_order_raw_size = 0;
+	fi->ep_attr->max_order_war_size = 0;
+	fi->ep_attr->max_order_waw_size = 0;
+	fi->ep_attr->mem_tag_format = OPX_MEM_TAG_FORMAT;
+	fi->ep_attr->tx_ctx_cnt = 1;
+	fi->ep_attr->rx_ctx_cnt = 1;
+
+	fi->domain_attr->name = strdup(name);
+	fi->domain_attr->threading = FI_THREAD_DOMAIN;
+	fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	fi->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	fi->domain_attr->av_type = FI_AV_UNSPEC;
+	fi->domain_attr->mr_mode = version < FI_VERSION(1, 5) ? FI_MR_SCALABLE : 0;
+	fi->domain_attr->mr_key_size = OPX_MR_KEY_SIZE;
+	fi->domain_attr->cq_data_size = OPX_CQ_DATA_SIZE;
+	fi->domain_attr->cq_cnt = OPX_CQ_CNT;
+	fi->domain_attr->ep_cnt = OPX_MAX_EPS;
+	fi->domain_attr->tx_ctx_cnt = 1;
+	fi->domain_attr->rx_ctx_cnt = 1;
+	fi->domain_attr->max_ep_tx_ctx = 1;
+	fi->domain_attr->max_ep_rx_ctx = 1;
+	fi->domain_attr->max_ep_stx_ctx = 0;
+	fi->domain_attr->max_ep_srx_ctx = 0;
+	fi->domain_attr->cntr_cnt = OPX_CNTR_CNT;
+	fi->domain_attr->mr_iov_limit = OPX_IOV_LIMIT;
+	fi->domain_attr->caps = OPX_DOMAIN_CAPS;
+	fi->domain_attr->mode = 0;
+	fi->domain_attr->mr_cnt = OPX_MR_CNT;
+
+	fi->fabric_attr->name = strdup(OPX_FABRIC_NAME);
+	/* prov_name stays NULL: the core fills it in (and would append to it,
+	 * as for a utility provider, "opx;opx", if we set it). */
+	fi->fabric_attr->prov_name = NULL;
+	fi->fabric_attr->prov_version = OPX_PROV_VERSION;
+	fi->fabric_attr->api_version = version;
+
+	if (!fi->domain_attr->name || !fi->fabric_attr->name) {
+		fi_freeinfo(fi);
+		return NULL;
+	}
+	return fi;
+}
+
+struct fi_info *opx_info_template(void)
+{
+	int unit;
+
+	fi_prov_ini();
+	if (opx_info_probe(&unit))
+		return NULL;
+	return opx_info_build(unit, OPX_FI_VERSION);
+}
+
+/* ---------------------------------------------------------------------
+ * Hint checks.  Each returns true when the hint can be met; on a miss it
+ * logs which attribute failed (the caller returns -FI_ENODATA).
+ */
+#define OPX_NOMATCH(...)                                                                           \
+	do {                                                                                       \
+		OPX_INFO(FI_LOG_CORE, "hints not supported: " __VA_ARGS__);                        \
+		return false;                                                                      \
+	} while (0)
+
+static bool opx_check_bits(const char *what, uint64_t asked, uint64_t have)
+{
+	if (asked & ~have)
+		OPX_NOMATCH("%s 0x%llx outside supported 0x%llx\n", what,
+			    (unsigned long long)(asked & ~have), (unsigned long long)have);
+	return true;
+}
+
+static bool opx_check_max(const char *what, size_t asked, size_t have)
+{
+	if (asked > have)
+		OPX_NOMATCH("%s %zu > supported %zu\n", what, asked, have);
+	return true;
+}
+
+static bool opx_check_fabric(const struct fi_fabric_attr *h)
+{
+	if (!h)
+		return true;
+	if (h->name && strcmp(h->name, OPX_FABRIC_NAME))
+		OPX_NOMATCH("fabric name '%s'\n", h->name);
+	if (h->prov_name && strcmp(h->prov_name, OPX_PROV_NAME))
+		OPX_NOMATCH("provider name '%s'\n", h->prov_name);
+	return true;
+}
+
+static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
+{
+	if (!h)
+		return true;
+	if (h->type != FI_EP_UNSPEC && h->type != FI_EP_RDM)
+		OPX_NOMATCH("ep_attr.type %s (opx has FI_EP_RDM only)\n",
+			    fi_tostr(&h->type, FI_TYPE_EP_TYPE));
+	if (h->protocol != FI_PROTO_UNSPEC && h->protocol != FI_PROTO_OPX)
+		OPX_NOMATCH("ep_attr.protocol %u\n", h->protocol);
+	if (h->protocol_version > t->protocol_version)
+		OPX_NOMATCH("ep_attr.protocol_version %u\n", h->protocol_version);
+	if (!opx_check_max("ep_attr.max_msg_size", h->max_msg_size, t->max_msg_size) ||
+	    !opx_check_max("ep_attr.msg_prefix_size", h->msg_prefix_size, 0) ||
+	    !opx_check_max("ep_attr.max_order_raw_size", h->max_order_raw_size, 0) ||
+	    !opx_check_max("ep_attr.max_order_war_size", h->max_order_war_size, 0) ||
+	    !opx_check_max("ep_attr.max_order_waw_size", h->max_order_waw_size, 0) ||
+	    !opx_check_max("ep_attr.tx_ctx_cnt", h->tx_ctx_cnt, 1) ||
+	    !opx_check_max("ep_attr.rx_ctx_cnt", h->rx_ctx_cnt, 1) ||
+	    !opx_check_max("ep_attr.auth_key_size", h->auth_key_size, 0))
+		return false;
+	return true;
+}
+
+static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t)
+{
+	if (!h)
+		return true;
+	return opx_check_bits("tx_attr.caps", h->caps, t->caps) &&
+	       opx_check_bits("tx_attr.op_flags", h->op_flags, OPX_TX_OP_FLAGS) &&
+	       opx_check_bits("tx_attr.msg_order", h->msg_order, t->msg_order) &&
+	       opx_check_bits("tx_attr.comp_order", h->comp_order, t->comp_order) &&
+	       opx_check_max("tx_attr.inject_size", h->inject_size, t->inject_size) &&
+	       opx_check_max("tx_attr.size", h->size, t->size) &&
+	       opx_check_max("tx_attr.iov_limit", h->iov_limit, t->iov_limit) &&
+	       opx_check_max("tx_attr.rma_iov_limit", h->rma_iov_limit, t->rma_iov_limit);
+}
+
+static bool opx_check_rx(const struct fi_rx_attr *h, const struct fi_rx_attr *t)
+{
+	if (!h)
+		return true;
+	return opx_check_bits("rx_attr.caps", h->caps, t->caps) &&
+	       opx_check_bits("rx_attr.op_flags", h->op_flags, OPX_RX_OP_FLAGS) &&
+	       opx_check_bits("rx_attr.msg_order", h->msg_order, t->msg_order) &&
+	       opx_check_bits("rx_attr.comp_order", h->comp_order, t->comp_order) &&
+	       opx_check_max("rx_attr.total_buffered_recv", h->total_buffered_recv,
+			     t->total_buffered_recv) &&
+	       opx_check_max("rx_attr.size", h->size, t->size) &&
+	       opx_check_max("rx_attr.iov_limit", h->iov_limit, t->iov_limit);
+}
+
+static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_domain_attr *t)
+{
+	if (!h)
+		return true;
+	if (h->name && strcmp(h->name, t->name))
+		OPX_NOMATCH("domain name '%s' (ours: '%s')\n", h->name, t->name);
+	switch (h->threading) {
+	case FI_THREAD_UNSPEC:
+	case FI_THREAD_SAFE:
+	case FI_THREAD_FID:
+	case FI_THREAD_DOMAIN:
+	case FI_THREAD_COMPLETION:
+	case FI_THREAD_ENDPOINT:
+		break;
+	default:
+		OPX_NOMATCH("domain_attr.threading %d\n", (int)h->threading);
+	}
+	/* Manual progress only: an application asking for AUTO relies on
+	 * progress without calling into the provider, which we cannot give. */
+	if (h->control_progress != FI_PROGRESS_UNSPEC &&
+	    h->control_progress != FI_PROGRESS_MANUAL)
+		OPX_NOMATCH("domain_attr.control_progress %s (manual only)\n",
+			    fi_tostr(&h->control_progress, FI_TYPE_PROGRESS));
+	if (h->data_progress != FI_PROGRESS_UNSPEC && h->data_progress != FI_PROGRESS_MANUAL)
+		OPX_NOMATCH("domain_attr.data_progress %s (manual only)\n",
+			    fi_tostr(&h->data_progress, FI_TYPE_PROGRESS));
+	if (h->resource_mgmt != FI_RM_UNSPEC && h->resource_mgmt != FI_RM_ENABLED &&
+	    h->resource_mgmt != FI_RM_DISABLED)
+		OPX_NOMATCH("domain_attr.resource_mgmt %d\n", (int)h->resource_mgmt);
+	if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP && h->av_type != FI_AV_TABLE)
+		OPX_NOMATCH("domain_attr.av_type %d\n", (int)h->av_type);
+	return opx_check_max("domain_attr.mr_key_size", h->mr_key_size, t->mr_key_size) &&
+	       opx_check_max("domain_attr.cq_data_size", h->cq_data_size, t->cq_data_size) &&
+	       opx_check_max("domain_attr.cq_cnt", h->cq_cnt, t->cq_cnt) &&
+	       opx_check_max("domain_attr.ep_cnt", h->ep_cnt, t->ep_cnt) &&
+	       opx_check_max("domain_attr.tx_ctx_cnt", h->tx_ctx_cnt, t->tx_ctx_cnt) &&
+	       opx_check_max("domain_attr.rx_ctx_cnt", h->rx_ctx_cnt, t->rx_ctx_cnt) &&
+	       opx_check_max("domain_attr.max_ep_tx_ctx", h->max_ep_tx_ctx, t->max_ep_tx_ctx) &&
+	       opx_check_max("domain_attr.max_ep_rx_ctx", h->max_ep_rx_ctx, t->max_ep_rx_ctx) &&
+	       opx_check_max("domain_attr.max_ep_stx_ctx", h->max_ep_stx_ctx, 0) &&
+	       opx_check_max("domain_attr.max_ep_srx_ctx", h->max_ep_srx_ctx, 0) &&
+	       opx_check_max("domain_attr.cntr_cnt", h->cntr_cnt, t->cntr_cnt) &&
+	       opx_check_max("domain_attr.mr_iov_limit", h->mr_iov_limit, t->mr_iov_limit) &&
+	       opx_check_max("domain_attr.mr_cnt", h->mr_cnt, t->mr_cnt) &&
+	       opx_check_max("domain_attr.auth_key_size", h->auth_key_size, 0) &&
+	       opx_check_bits("domain_attr.caps", h->caps, t->caps);
+}
+
+static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t)
+{
+	if (!opx_check_bits("caps", h->caps, t->caps))
+		return false;
+	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_ADDR_OPX)
+		OPX_NOMATCH("addr_format %s (opx uses FI_ADDR_OPX)\n",
+			    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
+	return opx_check_fabric(h->fabric_attr) && opx_check_ep(h->ep_attr, t->ep_attr) &&
+	       opx_check_tx(h->tx_attr, t->tx_attr) && opx_check_rx(h->rx_attr, t->rx_attr) &&
+	       opx_check_domain(h->domain_attr, t->domain_attr);
+}
+
+/* ---------------------------------------------------------------------
+ * Narrow the template to what the hints asked for.
+ */
+static uint64_t opx_caps_select(uint64_t asked)
+{
+	uint64_t caps;
+
+	if (!asked)
+		return OPX_CAPS;
+	caps = asked;
+	/* No primary capability at all reads as "the defaults". */
+	if (!(caps & OPX_PRIMARY_CAPS))
+		caps |= FI_MSG | FI_TAGGED;
+	/* FI_SEND/FI_RECV restrict a primary capability; neither means both. */
+	if (!(caps & (FI_SEND | FI_RECV)))
+		caps |= FI_SEND | FI_RECV;
+	/* fi_getinfo(3): neither FI_LOCAL_COMM nor FI_REMOTE_COMM means the
+	 * configuration that costs least - for us that is both. */
+	caps |= OPX_FREE_SECONDARY_CAPS;
+	return caps & OPX_CAPS;
+}
+
+static uint64_t opx_mr_mode_select(uint32_t version, int asked)
+{
+	/* Old-style (pre 1.5) values: BASIC and SCALABLE are whole modes.
+	 * BASIC implies provider keys, which the domain then hands out. */
+	if (asked == FI_MR_BASIC || asked == FI_MR_SCALABLE)
+		return (uint64_t)asked;
+	if (version < FI_VERSION(1, 5))
+		return FI_MR_SCALABLE;
+	/* 1.5+: mr_mode bits are things the application can cope with; we
+	 * need none of them. */
+	return 0;
+}
+
+static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_t version)
+{
+	fi->caps = opx_caps_select(h->caps);
+	fi->tx_attr->caps = fi->caps & OPX_TX_CAPS;
+	fi->rx_attr->caps = fi->caps & OPX_RX_CAPS;
+	if (h->tx_attr) {
+		if (h->tx_attr->caps)
+			fi->tx_attr->caps &= h->tx_attr->caps;
+		fi->tx_attr->op_flags = h->tx_attr->op_flags;
+	}
+	if (h->rx_attr) {
+		if (h->rx_attr->caps)
+			fi->rx_attr->caps &= h->rx_attr->caps;
+		fi->rx_attr->op_flags = h->rx_attr->op_flags;
+	}
+	/* Our matching uses every tag bit, so any layout the application
+	 * chose is one we support; echo it back. */
+	if (h->ep_attr && h->ep_attr->mem_tag_format)
+		fi->ep_attr->mem_tag_format = h->ep_attr->mem_tag_format;
+	if (h->domain_attr) {
+		const struct fi_domain_attr *hd = h->domain_attr;
+
+		if (hd->threading != FI_THREAD_UNSPEC)
+			fi->domain_attr->threading = hd->threading;
+		if (hd->av_type != FI_AV_UNSPEC)
+			fi->domain_attr->av_type = hd->av_type;
+		fi->domain_attr->mr_mode = (int)opx_mr_mode_select(version, hd->mr_mode);
+	}
+	/* A destination address in our own format is passed through (node
+	 * and service are not resolved: opx has no name service). */
+	if (h->dest_addr && h->addr_format == FI_ADDR_OPX &&
+	    h->dest_addrlen == sizeof(struct shim_addr)) {
+		fi->dest_addr = malloc(sizeof(struct shim_addr));
+		if (fi->dest_addr) {
+			memcpy(fi->dest_addr, h->dest_addr, sizeof(struct shim_addr));
+			fi->dest_addrlen = sizeof(struct shim_addr);
+		}
+	}
+}
+
+int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		const struct fi_info *hints, struct fi_info **info)
+{
+	struct fi_info *fi;
+	int unit, ret;
+
+	(void)flags; /* FI_SOURCE etc. only qualify node/service */
+	if (!info)
+		return -FI_EINVAL;
+	if (FI_MAJOR(version) != FI_MAJOR(OPX_FI_VERSION) || version > OPX_FI_VERSION) {
+		OPX_INFO(FI_LOG_CORE, "API version %u.%u is not supported (opx implements %u.%u)\n",
+			 FI_MAJOR(version), FI_MINOR(version), FI_MAJOR(OPX_FI_VERSION),
+			 FI_MINOR(OPX_FI_VERSION));
+		return -FI_ENODATA;
+	}
+	*info = NULL;
+	fi_prov_ini();
+
+	/* Node and service name IP hosts or ports; our addresses come from
+	 * fi_getname and travel out of band (fi_pingpong's control socket,
+	 * MPI's modex), so they are accepted and not resolved. */
+	if (node || service)
+		OPX_DBG(FI_LOG_CORE, "ignoring node '%s' service '%s' flags 0x%llx\n",
+			node ? node : "", service ? service : "", (unsigned long long)flags);
+
+	ret = opx_info_probe(&unit);
+	if (ret)
+		return -FI_ENODATA;
+	fi = opx_info_build(unit, version);
+	if (!fi)
+		return -FI_ENOMEM;
+	if (hints) {
+		if (!opx_check_hints(hints, fi)) {
+			fi_freeinfo(fi);
+			return -FI_ENODATA;
+		}
+		opx_info_narrow(fi, hints, version);
+	} else if (version < FI_VERSION(1, 5)) {
+		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+	}
+	*info = fi;
+	return 0;
+}

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_init.c - provider entry point, parameters, error mapping, fabric.
+ *
+ * Every tunable is declared here, once, with its default in the help text,
+ * so `fi_info -e -p opx` documents the provider.  Values are read exactly
+ * once (first fi_prov_ini) into opx_env; the data path never calls getenv.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "opx.h"
+
+/* Defaults, named so the help text and the fallback cannot disagree. */
+#define OPX_DEF_UNITS 1
+#define OPX_DEF_UNIT (-1)
+#define OPX_DEF_MTU ((size_t)SHIM_MTU_DEFAULT)
+#define OPX_DEF_HDRQ_ENTRIES ((size_t)SHIM_HDRQ_CNT_DEFAULT)
+#define OPX_DEF_EAGER_BYTES ((size_t)SHIM_EGR_BYTES_DEFAULT)
+#define OPX_DEF_INJECT_SIZE ((size_t)8192)
+#define OPX_DEF_EAGER_MAX ((size_t)16384)
+/* Rendezvous pulls with Cross Memory Attach, which has no size limit of
+ * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
+#define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
+#define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
+#define OPX_DEF_JKEY (-1)
+#define OPX_DEF_SPIN_COUNT 1000
+#define OPX_DEF_SLEEP_MS 10
+
+/* Bounds: the shim's ring indexes are 32-bit and its hdrq/eager sizes
+ * must be powers of two; anything outside would be refused later by
+ * shim_dev_open with a far less helpful message. */
+#define OPX_MIN_MTU ((size_t)256)
+#define OPX_MIN_HDRQ ((size_t)64)
+#define OPX_MAX_HDRQ ((size_t)1 << 20)
+#define OPX_MAX_EAGER_BYTES ((size_t)1 << 30)
+#define OPX_MAX_SLEEP_MS 10000
+
+static void opx_cleanup(void);
+
+struct fi_provider opx_prov = {
+	.name = OPX_PROV_NAME,
+	.version = OPX_PROV_VERSION,
+	.fi_version = OPX_FI_VERSION,
+	.getinfo = opx_getinfo,
+	.fabric = opx_fabric_open,
+	.cleanup = opx_cleanup,
+};
+
+struct opx_params opx_env = {
+	.units = OPX_DEF_UNITS,
+	.unit = OPX_DEF_UNIT,
+	.mtu = OPX_DEF_MTU,
+	.hdrq_entries = OPX_DEF_HDRQ_ENTRIES,
+	.eager_bytes = OPX_DEF_EAGER_BYTES,
+	.inject_size = OPX_DEF_INJECT_SIZE,
+	.eager_max = OPX_DEF_EAGER_MAX,
+	.max_msg_size = OPX_DEF_MAX_MSG_SIZE,
+	.ux_max_bytes = OPX_DEF_UX_MAX_BYTES,
+	.jkey = OPX_DEF_JKEY,
+	.spin_count = OPX_DEF_SPIN_COUNT,
+	.sleep_ms = OPX_DEF_SLEEP_MS,
+};
+
+/* fi_prov_ini may be called more than once in a process (the core loads
+ * the DSO once, but the unit tests call it directly per test); parameters
+ * are defined and read only on the first call. */
+struct fi_provider *fi_prov_ini(void); /* fi_prov.h only has FI_EXT_INI */
+static pthread_once_t opx_ini_once = PTHREAD_ONCE_INIT;
+
+/* ---------------------------------------------------------------------
+ * Parameters.
+ */
+static bool opx_is_pow2(size_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static void opx_params_define(void)
+{
+	fi_param_define(&opx_prov, "UNITS", FI_PARAM_INT,
+			"Number of software SuperNIC units to model, 1..%u (default: %d)",
+			SHIM_MAX_UNITS, OPX_DEF_UNITS);
+	fi_param_define(&opx_prov, "UNIT", FI_PARAM_INT,
+			"Force this unit for every endpoint; -1 selects by NUMA locality (default: %d)",
+			OPX_DEF_UNIT);
+	fi_param_define(&opx_prov, "MTU", FI_PARAM_SIZE_T,
+			"Payload bytes per packet, power of two in %zu..%u (default: %zu)", OPX_MIN_MTU,
+			SHIM_MTU_MAX, OPX_DEF_MTU);
+	fi_param_define(&opx_prov, "HDRQ_ENTRIES", FI_PARAM_SIZE_T,
+			"Receive header queue entries per endpoint, power of two in %zu..%zu "
+			"(default: %zu)",
+			OPX_MIN_HDRQ, OPX_MAX_HDRQ, OPX_DEF_HDRQ_ENTRIES);
+	fi_param_define(&opx_prov, "EAGER_RING_BYTES", FI_PARAM_SIZE_T,
+			"Eager receive ring bytes per endpoint, power of two, >= 4 x MTU "
+			"(default: %zu)",
+			OPX_DEF_EAGER_BYTES);
+	fi_param_define(&opx_prov, "INJECT_SIZE", FI_PARAM_SIZE_T,
+			"Largest fi_inject message, <= MTU (default: %zu)", OPX_DEF_INJECT_SIZE);
+	fi_param_define(&opx_prov, "EAGER_MAX", FI_PARAM_SIZE_T,
+			"Largest (multi-packet) eager message; larger ones use rendezvous "
+			"(single copy with Cross Memory Attach). <= EAGER_RING_BYTES/4 (default: %zu)",
+			OPX_DEF_EAGER_MAX);
+	fi_param_define(&opx_prov, "UX_MAX_BYTES", FI_PARAM_SIZE_T,
+			"Bound on unexpected message payload buffered per endpoint (default: %zu)",
+			OPX_DEF_UX_MAX_BYTES);
+	fi_param_define(&opx_prov, "JKEY", FI_PARAM_INT,
+			"Job key 1..65535 that peers must share; -1 derives it from the uid "
+			"(default: %d)",
+			OPX_DEF_JKEY);
+	fi_param_define(&opx_prov, "SPIN_COUNT", FI_PARAM_INT,
+			"Empty polls before a blocking wait yields, >= 0 (default: %d)",
+			OPX_DEF_SPIN_COUNT);
+	fi_param_define(&opx_prov, "SLEEP_MS", FI_PARAM_INT,
+			"Longest single sleep in a blocking wait, 1..%d ms (default: %d)",
+			OPX_MAX_SLEEP_MS, OPX_DEF_SLEEP_MS);
+}
+
+/* Read one int parameter; an unset variable keeps the default silently,
+ * a set but out-of-range one warns and keeps the default. */
+static void opx_param_int(const char *name, int *val, int lo, int hi)
+{
+	int v;
+
+	if (fi_param_get_int(&opx_prov, name, &v) != 0)
+		return;
+	if (v < lo || v > hi) {
+		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=%d out of range [%d, %d], using default %d\n", name, v,
+			 lo, hi, *val);
+		return;
+	}
+	*val = v;
+}
+
+static void opx_param_size(const char *name, size_t *val, size_t lo, size_t hi, bool pow2)
+{
+	size_t v;
+
+	if (fi_param_get_size_t(&opx_prov, name, &v) != 0)
+		return;
+	if (v < lo || v > hi || (pow2 && !opx_is_pow2(v))) {
+		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=%zu invalid (range [%zu, %zu]%s), using default %zu\n",
+			 name, v, lo, hi, pow2 ? ", power of two" : "", *val);
+		return;
+	}
+	*val = v;
+}
+
+/* The job key keeps jobs of different users from talking to each other's
+ * contexts by accident; deriving it from the uid makes that the default
+ * without any setup.  Zero is reserved (it reads as "unset" on the wire). */
+static int opx_jkey_derive(void)
+{
+	int k = (int)((getuid() & 0xffffu) ^ 0x5a5au);
+
+	return k ? k : 0x5a5a;
+}
+
+static void opx_params_load(void)
+{
+	struct opx_params *p = &opx_env;
+
+	opx_param_int("UNITS", &p->units, 1, (int)SHIM_MAX_UNITS);
+	opx_param_int("UNIT", &p->unit, -1, p->units - 1);
+	opx_param_size("MTU", &p->mtu, OPX_MIN_MTU, SHIM_MTU_MAX, true);
+	opx_param_size("HDRQ_ENTRIES", &p->hdrq_entries, OPX_MIN_HDRQ, OPX_MAX_HDRQ, true);
+	/* Keep a default eager ring if the mtu grew past what it can hold. */
+	if (p->eager_bytes < 4 * p->mtu)
+		p->eager_bytes = 4 * p->mtu;
+	opx_param_size("EAGER_RING_BYTES", &p->eager_bytes, 4 * p->mtu, OPX_MAX_EAGER_BYTES, true);
+	/* Inject and eager limits depend on the values above: a default that
+	 * no longer fits is clamped rather than left inconsistent. */
+	if (p->inject_size > p->mtu)
+		p->inject_size = p->mtu;
+	opx_param_size("INJECT_SIZE", &p->inject_size, 0, p->mtu, false);
+	if (p->eager_max > p->eager_bytes / 4)
+		p->eager_max = p->eager_bytes / 4;
+	opx_param_size("EAGER_MAX", &p->eager_max, 1, p->eager_bytes / 4, false);
+	opx_param_size("UX_MAX_BYTES", &p->ux_max_bytes, 1, SIZE_MAX, false);
+	opx_param_int("JKEY", &p->jkey, -1, 0xffff);
+	if (p->jkey == 0) {
+		OPX_WARN(FI_LOG_CORE, "FI_OPX_JKEY=0 is reserved, deriving one from the uid\n");
+		p->jkey = -1;
+	}
+	if (p->jkey < 0)
+		p->jkey = opx_jkey_derive();
+	opx_param_int("SPIN_COUNT", &p->spin_count, 0, 1 << 30);
+	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
+	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
+}
+
+static void opx_ini_once_fn(void)
+{
+	opx_params_define();
+	opx_params_load();
+}
+
+__attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void)
+{
+	pthread_once(&opx_ini_once, opx_ini_once_fn);
+	return &opx_prov;
+}
+
+static void opx_cleanup(void)
+{
+	/* Nothing process-wide to release: fabrics own their devices. */
+}
+
+/* ---------------------------------------------------------------------
+ * Errors.
+ */
+int opx_err_from_shim(int err)
+{
+	static _Atomic int warned;
+
+	if (err >= 0)
+		return err;
+	switch (-err) {
+	case EAGAIN:
+		return -FI_EAGAIN;
+	case ENOMEM:
+		return -FI_ENOMEM;
+	case EINVAL:
+		return -FI_EINVAL;
+	case EMSGSIZE:
+		return -FI_EMSGSIZE;
+	case EBUSY:
+		return -FI_EBUSY;
+	case EPERM:
+	case EACCES:
+		return -FI_EACCES;
+	/* A peer that is gone, reused or out of reach: to the application the
+	 * address simply no longer names a usable endpoint. */
+	case ENOENT:
+	case ESTALE:
+	case EHOSTUNREACH:
+		return -FI_EADDRNOTAVAIL;
+	case ETIMEDOUT:
+		return -FI_ETIMEDOUT;
+	case ENOSPC:
+		return -FI_ENOSPC;
+	case ENOSYS:
+		return -FI_ENOSYS;
+	case EPROTO: /* no FI_EPROTO in fi_errno.h: ABI mismatch with a peer */
+	default:
+		if (!atomic_exchange(&warned, 1))
+			OPX_WARN(FI_LOG_CORE, "unexpected shim error %d (%s), reported as FI_EOTHER\n",
+				 err, shim_strerror(err));
+		return -FI_EOTHER;
+	}
+}
+
+int opx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	(void)fid;
+	(void)bfid;
+	(void)flags;
+	return -FI_ENOSYS;
+}
+
+int opx_no_control(struct fid *fid, int command, void *arg)
+{
+	(void)fid;
+	(void)command;
+	(void)arg;
+	return -FI_ENOSYS;
+}
+
+int opx_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context)
+{
+	(void)fid;
+	(void)name;
+	(void)flags;
+	(void)ops;
+	(void)context;
+	return -FI_ENOSYS;
+}
+
+/* ---------------------------------------------------------------------
+ * Fabric.
+ */
+static int opx_fabric_close(struct fid *fid)
+{
+	struct opx_fabric *fab;
+
+	if (!fid || fid->fclass != FI_CLASS_FABRIC)
+		return -FI_EINVAL;
+	fab = OPX_CONTAINER_OF(fid, struct opx_fabric, fabric_fid.fid);
+	if (atomic_load(&fab->refcnt) > 0) {
+		OPX_INFO(FI_LOG_FABRIC, "fabric still has %d open domains/eqs\n",
+			 atomic_load(&fab->refcnt));
+		return -FI_EBUSY;
+	}
+	shim_dev_close(fab->dev);
+	pthread_mutex_destroy(&fab->lock);
+	free(fab);
+	return 0;
+}
+
+static int opx_fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
+				 struct fid_pep **pep, void *context)
+{
+	(void)fabric;
+	(void)info;
+	(void)pep;
+	(void)context;
+	return -FI_ENOSYS; /* RDM only: there is no connection manager */
+}
+
+static int opx_fabric_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+				struct fid_wait **waitset)
+{
+	(void)fabric;
+	(void)attr;
+	(void)waitset;
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops opx_fabric_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = opx_fabric_close,
+	.bind = opx_no_bind,
+	.control = opx_no_control,
+	.ops_open = opx_no_ops_open,
+};
+
+static struct fi_ops_fabric opx_fabric_ops = {
+	.size = sizeof(struct fi_ops_fabric),
+	.domain = opx_domain_open,
+	.passive_ep = opx_fabric_passive_ep,
+	.eq_open = opx_eq_open,
+	.wait_open = opx_fabric_wait_open,
+	.trywait = opx_trywait,
+};
+
+/* Device parameters as the shim wants them, from the validated opx_env. */
+static void opx_dev_params(struct shim_dev_params *dp)
+{
+	memset(dp, 0, sizeof(*dp));
+	dp->num_units = opx_env.units;
+	dp->force_unit = opx_env.unit;
+	dp->mtu = (uint32_t)opx_env.mtu;
+	dp->hdrq_cnt = (uint32_t)opx_env.hdrq_entries;
+	dp->egr_bytes = (uint32_t)opx_env.eager_bytes;
+	dp->jkey = (uint16_t)opx_env.jkey;
+}
+
+/* Open the process-wide device with opx_env's parameters.  Shared with
+ * opx_info.c (fi_getinfo probes the device); its prototype is repeated
+ * there until opx.h gains it (proposed in the init/info report). */
+int opx_dev_open(struct shim_dev **devp)
+{
+	struct shim_dev_params dp;
+
+	fi_prov_ini(); /* parameters, in case the core was bypassed */
+	opx_dev_params(&dp);
+	return opx_err_from_shim(shim_dev_open(&dp, devp));
+}
+
+int opx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
+{
+	struct opx_fabric *fab;
+	int ret;
+
+	if (!attr || !fabric)
+		return -FI_EINVAL;
+	if (attr->name && strcmp(attr->name, OPX_FABRIC_NAME)) {
+		OPX_INFO(FI_LOG_FABRIC, "fabric name '%s' is not '%s'\n", attr->name,
+			 OPX_FABRIC_NAME);
+		return -FI_ENODATA;
+	}
+	if (attr->prov_name && strcmp(attr->prov_name, OPX_PROV_NAME)) {
+		OPX_INFO(FI_LOG_FABRIC, "provider name '%s' is not '%s'\n", attr->prov_name,
+			 OPX_PROV_NAME);
+		return -FI_ENODATA;
+	}
+
+	fab = calloc(1, sizeof(*fab));
+	if (!fab)
+		return -FI_ENOMEM;
+	ret = opx_dev_open(&fab->dev);
+	if (ret) {
+		OPX_WARN(FI_LOG_FABRIC, "cannot open the SuperNIC device: %s\n", fi_strerror(-ret));
+		free(fab);
+		return ret;
+	}
+	pthread_mutex_init(&fab->lock, NULL);
+	atomic_init(&fab->refcnt, 0);
+	fab->fabric_fid.fid.fclass = FI_CLASS_FABRIC;
+	fab->fabric_fid.fid.context = context;
+	fab->fabric_fid.fid.ops = &opx_fabric_fi_ops;
+	fab->fabric_fid.ops = &opx_fabric_ops;
+	/* The core sets this too; set it for callers that bypass the core. */
+	fab->fabric_fid.api_version = attr->api_version ? attr->api_version : OPX_FI_VERSION;
+	*fabric = &fab->fabric_fid;
+	return 0;
+}

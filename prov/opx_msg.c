@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_msg.c - transmit core and the fi_msg / fi_tagged entry points.
+ *
+ * One always-inline send core, specialised by the callers' constant
+ * arguments (tagged or not, iov or single buffer).  The small-message path
+ * is: look up the peer (an array index), reserve credits with one CAS,
+ * write the 64-byte header entry (payload inline up to 16 bytes, else in
+ * the eager ring), publish with one release store.  No allocation, no
+ * syscall, and no lock unless the domain is FI_THREAD_SAFE.
+ */
+#include <stdlib.h>
+
+#include "opx_ep.h"
+
+/* ---------------------------------------------------------------------
+ * Rendezvous, initiator side: slots waiting for DONE.  A cookie is the
+ * slot index plus a generation, so a stale or forged DONE is rejected.
+ */
+int opx_rndv_init(struct opx_ep *ep)
+{
+	ep->rndv = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv));
+	if (!ep->rndv)
+		return -FI_ENOMEM;
+	for (size_t i = OPX_RNDV_SLOTS; i-- > 0;) {
+		ep->rndv[i].next_free = ep->rndv_free;
+		ep->rndv_free = &ep->rndv[i];
+	}
+	return 0;
+}
+
+void opx_rndv_fini(struct opx_ep *ep)
+{
+	free(ep->rndv);
+	ep->rndv = NULL;
+	ep->rndv_free = NULL;
+}
+
+static void opx_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
+{
+	uint64_t cflags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
+
+	if (err) {
+		if (ep->tx_cq)
+			opx_cq_report_err_locked(ep->tx_cq, context, cflags, len, NULL, 0, 0, 0, err,
+						 -err, FI_ADDR_NOTAVAIL);
+		opx_cntr_inc_err(ep->send_cntr);
+		return;
+	}
+	if (ep->tx_cq && !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION)))
+		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+	opx_cntr_inc(ep->send_cntr);
+}
+
+static void opx_rndv_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
+{
+	opx_tx_report(ep, t->context, t->flags, t->len, err);
+	t->busy = false;
+	t->gen++;
+	t->next_free = ep->rndv_free;
+	ep->rndv_free = t;
+	ep->rndv_busy--;
+}
+
+/* A receiver that died never answers: fail its pending rendezvous sends
+ * instead of leaving them (and the application) waiting forever.  Called
+ * from the idle path of progress, so it costs nothing while traffic flows. */
+void opx_rndv_check_peers(struct opx_ep *ep)
+{
+	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
+		struct opx_rndv_tx *t = &ep->rndv[i];
+		struct shim_peer *peer;
+
+		if (!t->busy)
+			continue;
+		if (opx_av_peer_locked(ep->av, t->dest, &peer) == 0 && shim_peer_alive(peer))
+			continue;
+		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
+		opx_rndv_release(ep, t, FI_EIO);
+	}
+}
+
+void opx_rndv_done(struct opx_ep *ep, uint64_t cookie, uint32_t status)
+{
+	uint32_t idx = (uint32_t)cookie;
+	struct opx_rndv_tx *t;
+
+	if (idx >= OPX_RNDV_SLOTS || !ep->rndv[idx].busy || ep->rndv[idx].gen != (cookie >> 32)) {
+		ep->rx_dropped++;
+		OPX_WARN(FI_LOG_EP_DATA, "rendezvous answer for an unknown send dropped\n");
+		return;
+	}
+	t = &ep->rndv[idx];
+	opx_rndv_release(ep, t, status ? FI_EIO : 0);
+}
+
+static int opx_send_rts(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
+			size_t cnt, size_t len, uint64_t tag, uint64_t data, uint8_t pflags,
+			void *context, uint64_t flags, fi_addr_t dest)
+{
+	struct opx_rndv_tx *t = ep->rndv_free;
+	struct opx_rts_payload *rts;
+	struct shim_rhq_entry *e;
+	struct shim_pio_resv r;
+	int rc;
+
+	if (!t)
+		return -EAGAIN;
+	rc = shim_pio_reserve(peer, 1, sizeof(*rts), &r);
+	if (rc)
+		return rc;
+	ep->rndv_free = t->next_free;
+	ep->rndv_busy++;
+	t->busy = true;
+	t->context = context;
+	t->flags = flags;
+	t->len = len;
+	t->tag = tag;
+	t->dest = dest;
+
+	rts = (struct opx_rts_payload *)r.egr;
+	rts->src = ep->addr;
+	rts->pid = ep->pid;
+	rts->iov_count = (uint32_t)cnt;
+	for (size_t i = 0; i < OPX_IOV_LIMIT; i++) {
+		rts->iov_base[i] = i < cnt ? (uint64_t)(uintptr_t)iov[i].iov_base : 0;
+		rts->iov_len[i] = i < cnt ? iov[i].iov_len : 0;
+	}
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
+		     data);
+	e->hdr.p.u64[0] = len;
+	e->hdr.p.u64[1] = ((uint64_t)t->gen << 32) | (uint64_t)(t - ep->rndv);
+	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+	return 0;
+}
+
+static inline void opx_gather(uint8_t *dst, const struct iovec *iov, size_t cnt, size_t len)
+{
+	if (cnt == 1) {
+		memcpy(dst, iov[0].iov_base, len);
+		return;
+	}
+	for (size_t i = 0; i < cnt; i++) {
+		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+		dst += iov[i].iov_len;
+	}
+}
+
+/* Eager: one reservation for the whole message (n consecutive packets). */
+static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
+				 size_t cnt, size_t len, uint64_t tag, uint64_t data,
+				 uint8_t pflags)
+{
+	struct shim_pio_resv r;
+	struct shim_rhq_entry *e;
+	uint32_t mtu = peer->mtu;
+	int rc;
+
+	if (len <= SHIM_INLINE_MAX) {
+		rc = shim_pio_reserve(peer, 1, 0, &r);
+		if (rc)
+			return rc;
+		e = shim_pio_entry(peer, &r, 0);
+		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
+		if (len)
+			opx_gather(e->hdr.p.inl, iov, cnt, len);
+		shim_pio_publish(peer, &r, 0, 0);
+		return 0;
+	}
+	if (len <= mtu) {
+		rc = shim_pio_reserve(peer, 1, (uint32_t)len, &r);
+		if (rc)
+			return rc;
+		opx_gather(r.egr, iov, cnt, len);
+		e = shim_pio_entry(peer, &r, 0);
+		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
+		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+		return 0;
+	}
+
+	uint32_t npkts = (uint32_t)((len + mtu - 1) / mtu);
+	uint32_t msgid = ep->next_msgid++;
+
+	rc = shim_pio_reserve(peer, npkts, (uint32_t)len, &r);
+	if (rc)
+		return rc;
+	opx_gather(r.egr, iov, cnt, len);
+	for (uint32_t i = 0; i < npkts; i++) {
+		size_t off = (size_t)i * mtu;
+		uint32_t plen = (uint32_t)(len - off < mtu ? len - off : mtu);
+
+		e = shim_pio_entry(peer, &r, i);
+		opx_hdr_init(&e->hdr, ep, peer, i ? OPX_OP_MP_NEXT : OPX_OP_MP_FIRST, pflags, plen,
+			     msgid, tag, data);
+		e->hdr.p.u64[0] = i ? off : len;
+		e->hdr.p.u64[1] = 0;
+		shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
+	}
+	return 0;
+}
+
+ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
+			   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
+{
+	struct shim_peer *peer;
+	uint8_t pflags = (tagged ? OPX_PF_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
+	size_t len = 0;
+	int rc;
+
+	if (__builtin_expect(!ep->enabled, 0))
+		return -FI_EOPBADSTATE;
+	if (__builtin_expect(cnt > OPX_IOV_LIMIT || (cnt && !iov), 0))
+		return -FI_EINVAL;
+	for (size_t i = 0; i < cnt; i++) {
+		if (__builtin_expect(!iov[i].iov_base && iov[i].iov_len, 0))
+			return -FI_EINVAL;
+		len += iov[i].iov_len;
+	}
+	if (__builtin_expect(len > opx_env.max_msg_size, 0))
+		return -FI_EMSGSIZE;
+	if ((flags & FI_INJECT) && len > opx_env.inject_size)
+		return -FI_EMSGSIZE;
+	rc = opx_av_peer_locked(ep->av, dest, &peer);
+	if (__builtin_expect(rc, 0))
+		return rc;
+
+	flags |= tagged ? FI_TAGGED : FI_MSG;
+	for (int attempt = 0;; attempt++) {
+		if (len <= opx_env.eager_max)
+			rc = opx_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
+		else
+			rc = opx_send_rts(ep, peer, iov, cnt, len, tag, data, pflags, context,
+					  flags, dest);
+		if (__builtin_expect(rc != -EAGAIN || attempt, 1))
+			break;
+		/* No credits: make progress (the peer may be waiting on us), retry once. */
+		opx_ep_progress_locked(ep);
+	}
+	if (__builtin_expect(rc, 0))
+		return rc == -EAGAIN ? -FI_EAGAIN : opx_err_from_shim(rc);
+	if (len <= opx_env.eager_max)
+		opx_tx_report(ep, context, flags, len, 0);
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * API entry points.
+ */
+#define OPX_EP_LOCK(ep) opx_lock_acquire(&(ep)->domain->lock)
+#define OPX_EP_UNLOCK(ep) opx_lock_release(&(ep)->domain->lock)
+
+static inline ssize_t opx_send_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
+				      fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
+				      uint64_t flags, bool tagged)
+{
+	struct opx_ep *ep = opx_ep_of(fep);
+	ssize_t rc;
+
+	OPX_EP_LOCK(ep);
+	rc = opx_ep_send_locked(ep, iov, cnt, dest, tag, data, context, flags, tagged);
+	OPX_EP_UNLOCK(ep);
+	return rc;
+}
+
+static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
+				      fi_addr_t src, uint64_t tag, uint64_t ignore, void *context,
+				      uint64_t flags, bool tagged)
+{
+	struct opx_ep *ep = opx_ep_of(fep);
+	ssize_t rc;
+
+	OPX_EP_LOCK(ep);
+	rc = opx_ep_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
+	OPX_EP_UNLOCK(ep);
+	return rc;
+}
+
+#define OPX_IOV1(buf, len) ((struct iovec){.iov_base = (void *)(buf), .iov_len = (len)})
+
+/* msg */
+static ssize_t opx_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			void *context)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	(void)desc;
+	return opx_recv_common(ep, &v, 1, src, 0, 0, context, opx_ep_of(ep)->rx_op_flags, false);
+}
+
+static ssize_t opx_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			 fi_addr_t src, void *context)
+{
+	(void)desc;
+	return opx_recv_common(ep, iov, count, src, 0, 0, context, opx_ep_of(ep)->rx_op_flags,
+			       false);
+}
+
+static ssize_t opx_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return opx_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->context,
+			       flags, false);
+}
+
+static ssize_t opx_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
+			void *context)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	(void)desc;
+	return opx_send_common(ep, &v, 1, dest, 0, 0, context, opx_ep_of(ep)->tx_op_flags, false);
+}
+
+static ssize_t opx_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			 fi_addr_t dest, void *context)
+{
+	(void)desc;
+	return opx_send_common(ep, iov, count, dest, 0, 0, context, opx_ep_of(ep)->tx_op_flags,
+			       false);
+}
+
+static ssize_t opx_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data,
+			       msg->context, flags, false);
+}
+
+static ssize_t opx_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	return opx_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT, false);
+}
+
+static ssize_t opx_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			    uint64_t data, fi_addr_t dest, void *context)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	(void)desc;
+	return opx_send_common(ep, &v, 1, dest, 0, data, context,
+			       opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, false);
+}
+
+static ssize_t opx_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+			      fi_addr_t dest)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	return opx_send_common(ep, &v, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA,
+			       false);
+}
+
+struct fi_ops_msg opx_ops_msg = {
+	.size = sizeof(struct fi_ops_msg),
+	.recv = opx_recv,
+	.recvv = opx_recvv,
+	.recvmsg = opx_recvmsg,
+	.send = opx_send,
+	.sendv = opx_sendv,
+	.sendmsg = opx_sendmsg,
+	.inject = opx_inject,
+	.senddata = opx_senddata,
+	.injectdata = opx_injectdata,
+};
+
+/* tagged */
+static ssize_t opx_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			 uint64_t tag, uint64_t ignore, void *context)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	(void)desc;
+	return opx_recv_common(ep, &v, 1, src, tag, ignore, context, opx_ep_of(ep)->rx_op_flags,
+			       true);
+}
+
+static ssize_t opx_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			  fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
+{
+	(void)desc;
+	return opx_recv_common(ep, iov, count, src, tag, ignore, context,
+			       opx_ep_of(ep)->rx_op_flags, true);
+}
+
+static ssize_t opx_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return opx_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->ignore,
+			       msg->context, flags, true);
+}
+
+static ssize_t opx_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			 fi_addr_t dest, uint64_t tag, void *context)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	(void)desc;
+	return opx_send_common(ep, &v, 1, dest, tag, 0, context, opx_ep_of(ep)->tx_op_flags, true);
+}
+
+static ssize_t opx_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			  fi_addr_t dest, uint64_t tag, void *context)
+{
+	(void)desc;
+	return opx_send_common(ep, iov, count, dest, tag, 0, context, opx_ep_of(ep)->tx_op_flags,
+			       true);
+}
+
+static ssize_t opx_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+{
+	if (!msg)
+		return -FI_EINVAL;
+	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
+			       msg->context, flags, true);
+}
+
+static ssize_t opx_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+			   uint64_t tag)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	return opx_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT, true);
+}
+
+static ssize_t opx_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			     uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	(void)desc;
+	return opx_send_common(ep, &v, 1, dest, tag, data, context,
+			       opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, true);
+}
+
+static ssize_t opx_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+			       fi_addr_t dest, uint64_t tag)
+{
+	struct iovec v = OPX_IOV1(buf, len);
+	return opx_send_common(ep, &v, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA,
+			       true);
+}
+
+struct fi_ops_tagged opx_ops_tagged = {
+	.size = sizeof(struct fi_ops_tagged),
+	.recv = opx_trecv,
+	.recvv = opx_trecvv,
+	.recvmsg = opx_trecvmsg,
+	.send = opx_tsend,
+	.sendv = opx_tsendv,
+	.sendmsg = opx_tsendmsg,
+	.inject = opx_tinject,
+	.senddata = opx_tsenddata,
+	.injectdata = opx_tinjectdata,
+};
