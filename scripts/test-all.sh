@@ -1,0 +1,95 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
+# test-all.sh - everything CI checks, in one command:
+#   1. Debian packages (via main-job.sh --deps-only)
+#   2. gcc build + "make check": all unit and integration tests
+#   3. ASan+UBSan build (--enable-sanitizers) running the unit tests
+#   4. clang -Werror build of everything, tests included (compile check)
+# Every stage runs even if an earlier independent one failed, so one CI run
+# reports all breakage; the exit status is non-zero if any stage failed,
+# and the test-suite logs of failing builds are printed.
+#
+# Builds go to <repo>/build-check, build-asan, build-clang (out of tree).
+# Environment: OPX_JOBS (make -j, default: cores, at most 4).
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+JOBS=${OPX_JOBS:-$(nproc)}
+[ "$JOBS" -gt 4 ] && JOBS=4
+
+failed=()
+passed=()
+
+log() { printf '\n==> [%s] %s\n' "$(date +%T)" "$*"; }
+
+# A failed "make check" leaves test-suite.log, which already holds the
+# full log of every failing test; a failed build has printed its errors.
+show_logs() {
+	if [ -f "$1/test-suite.log" ]; then
+		echo "--- $1/test-suite.log"
+		cat "$1/test-suite.log"
+	fi
+}
+
+# stage NAME DIR COMMAND...: run COMMAND in DIR (created fresh), record it.
+stage() {
+	local name=$1 dir=$2 t0=$SECONDS
+	shift 2
+	log "$name"
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	if (cd "$dir" && "$@"); then
+		passed+=("$name ($((SECONDS - t0))s)")
+	else
+		failed+=("$name ($((SECONDS - t0))s)")
+		show_logs "$dir"
+	fi
+}
+
+build_and_check() {
+	"$REPO/configure" &&
+		make -j"$JOBS" &&
+		make -j"$JOBS" check-build &&
+		make check
+}
+
+# Unit tests only: fi_pingpong and mpirun are not instrumented and cannot
+# dlopen an ASan-built module, so the integration tests cannot run here.
+build_asan_unit() {
+	# halt_on_error makes UBSan findings fail the test instead of only
+	# printing; leak checking stays on (ASan's default).
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+	"$REPO/configure" --enable-sanitizers &&
+		make -j"$JOBS" check-build &&
+		make check-unit
+}
+
+build_clang() {
+	CC=clang "$REPO/configure" --enable-werror &&
+		make -j"$JOBS" &&
+		make -j"$JOBS" check-build
+}
+
+log "dependencies"
+if ! bash "$REPO/scripts/main-job.sh" --deps-only; then
+	echo "test-all.sh: installing dependencies failed" >&2
+	exit 1
+fi
+
+log "autoreconf"
+if ! (cd "$REPO" && ./autogen.sh); then
+	echo "test-all.sh: autoreconf failed" >&2
+	exit 1
+fi
+
+stage "gcc build + make check (unit + integration)" "$REPO/build-check" build_and_check
+stage "ASan+UBSan build + unit tests" "$REPO/build-asan" build_asan_unit
+stage "clang -Werror build" "$REPO/build-clang" build_clang
+
+echo
+echo "==================== test-all summary ===================="
+for s in "${passed[@]}"; do echo "PASS: $s"; done
+for s in "${failed[@]}"; do echo "FAIL: $s"; done
+echo "elapsed ${SECONDS}s"
+[ ${#failed[@]} -eq 0 ]
