@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * fixture.c - shared cmocka fixtures: provider bring-up without the
+ * libfabric core's provider loading, and a ready loopback endpoint.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fixture.h"
+
+/*
+ * The libfabric core resets its parameter list when it initialises
+ * (lazily, on the first fi_getinfo/fi_getparams/...), so parameters a
+ * provider defines before that are lost.  In production the core always
+ * runs first (it is what calls fi_prov_ini); here we make it so.  The
+ * provider path is pointed away from the build tree first, or the core
+ * would dlopen() a second copy of opx (the module) next to the linked one.
+ */
+static pthread_once_t fx_core_once = PTHREAD_ONCE_INIT;
+
+static void fx_core_init(void)
+{
+	struct fi_param *params = NULL;
+	int count = 0;
+
+	setenv("FI_PROVIDER_PATH", "/nonexistent/opx-unit-tests", 1);
+	if (fi_getparams(&params, &count) == 0)
+		fi_freeparams(params);
+}
+
+struct fi_provider *fx_prov(void)
+{
+	pthread_once(&fx_core_once, fx_core_init);
+	return fi_prov_ini();
+}
+
+static int fx_threading(const char *s, enum fi_threading *t)
+{
+	static const struct {
+		const char *name;
+		enum fi_threading val;
+	} map[] = {
+		{"safe", FI_THREAD_SAFE},
+		{"fid", FI_THREAD_FID},
+		{"domain", FI_THREAD_DOMAIN},
+		{"completion", FI_THREAD_COMPLETION},
+		{"endpoint", FI_THREAD_ENDPOINT},
+		{"unspec", FI_THREAD_UNSPEC},
+	};
+	size_t i;
+
+	if (!strncasecmp(s, "FI_THREAD_", 10))
+		s += 10;
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		if (!strcasecmp(s, map[i].name)) {
+			*t = map[i].val;
+			return 0;
+		}
+	}
+	return -FI_EINVAL;
+}
+
+int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info)
+{
+	struct fi_provider *prov = fx_prov();
+	struct fi_info *hints;
+	int ret;
+
+	if (!info)
+		return -FI_EINVAL;
+	*info = NULL;
+	hints = fi_allocinfo();
+	if (!hints)
+		return -FI_ENOMEM;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = caps;
+	if (threading) {
+		ret = fx_threading(threading, &hints->domain_attr->threading);
+		if (ret) {
+			fi_freeinfo(hints);
+			return ret;
+		}
+	}
+	ret = prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, info);
+	fi_freeinfo(hints);
+	return ret;
+}
+
+void fx_close(struct fx_env *e)
+{
+	if (!e)
+		return;
+	if (e->ep)
+		(void)fi_close(&e->ep->fid);
+	if (e->cq)
+		(void)fi_close(&e->cq->fid);
+	if (e->av)
+		(void)fi_close(&e->av->fid);
+	if (e->domain)
+		(void)fi_close(&e->domain->fid);
+	if (e->fabric)
+		(void)fi_close(&e->fabric->fid);
+	if (e->info)
+		fi_freeinfo(e->info);
+	memset(e, 0, sizeof(*e));
+}
+
+int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format)
+{
+	struct fi_av_attr av_attr;
+	struct fi_cq_attr cq_attr;
+	char addr[64];
+	size_t addrlen = sizeof(addr);
+	int ret;
+
+	if (!e)
+		return -FI_EINVAL;
+	memset(e, 0, sizeof(*e));
+	ret = fx_getinfo(NULL, 0, &e->info);
+	if (ret)
+		goto fail;
+	e->info->domain_attr->av_type = av_type;
+	ret = fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL);
+	if (ret)
+		goto fail;
+	ret = fi_domain(e->fabric, e->info, &e->domain, NULL);
+	if (ret)
+		goto fail;
+
+	memset(&av_attr, 0, sizeof(av_attr));
+	av_attr.type = av_type;
+	ret = fi_av_open(e->domain, &av_attr, &e->av, NULL);
+	if (ret)
+		goto fail;
+
+	memset(&cq_attr, 0, sizeof(cq_attr));
+	cq_attr.format = cq_format;
+	cq_attr.wait_obj = FI_WAIT_NONE;
+	ret = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
+	if (ret)
+		goto fail;
+
+	ret = fi_endpoint(e->domain, e->info, &e->ep, NULL);
+	if (ret)
+		goto fail;
+	ret = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (ret)
+		goto fail;
+	ret = fi_ep_bind(e->ep, &e->av->fid, 0);
+	if (ret)
+		goto fail;
+	ret = fi_enable(e->ep);
+	if (ret)
+		goto fail;
+	ret = fi_getname(&e->ep->fid, addr, &addrlen);
+	if (ret)
+		goto fail;
+	ret = fi_av_insert(e->av, addr, 1, &e->self, 0, NULL);
+	if (ret != 1) {
+		ret = ret < 0 ? ret : -FI_EOTHER;
+		goto fail;
+	}
+	return 0;
+fail:
+	fx_close(e);
+	return ret;
+}
+
+int fx_setup(void **state)
+{
+	struct fx_env *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -1;
+	if (fx_open(e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED)) {
+		free(e);
+		return -1;
+	}
+	*state = e;
+	return 0;
+}
+
+int fx_teardown(void **state)
+{
+	struct fx_env *e = *state;
+
+	fx_close(e);
+	free(e);
+	*state = NULL;
+	return 0;
+}

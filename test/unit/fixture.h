@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * fixture.h - shared cmocka fixtures for the opx unit test binaries.
+ *
+ * Unit tests link the provider objects (libopx_core) statically and call
+ * them the way libfabric's core would: fi_prov_ini() for the provider,
+ * prov->getinfo() and prov->fabric() directly, then the public fi_*
+ * inline API for everything below the fabric.  No FI_PROVIDER_PATH, no
+ * dlopen, so a test exercises exactly the objects that ship.
+ */
+#ifndef OPX_TEST_FIXTURE_H
+#define OPX_TEST_FIXTURE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_prov.h>
+
+/* The API version every fixture asks for. */
+#define FX_VERSION FI_VERSION(1, 17)
+
+/* The provider's entry point; fi_prov.h only has the FI_EXT_INI
+ * definition macro, not a prototype. */
+struct fi_provider *fi_prov_ini(void);
+
+/* The provider, initialised (safe to call any number of times).  Tests
+ * must get the provider through this, never by calling fi_prov_ini()
+ * first: the libfabric core has to be initialised before the provider
+ * defines its parameters (see fixture.c). */
+struct fi_provider *fx_prov(void);
+
+/* fi_getinfo through the provider, RDM endpoint.
+ *  threading: NULL (provider default), or "safe", "fid", "domain",
+ *             "completion", "endpoint" (also accepted: "FI_THREAD_SAFE"...)
+ *  caps:      0 for the provider's default capabilities.
+ * Returns 0 with *info set (free it with fi_freeinfo), or the -FI_E* code
+ * of getinfo (-FI_EINVAL for an unknown threading string). */
+int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info);
+
+/* A loopback environment: one fabric, domain, AV, CQ and an enabled
+ * endpoint bound to both, whose own address is inserted in the AV as
+ * `self`.  The CQ is opened with wait_obj FI_WAIT_NONE and the given
+ * format; the endpoint is bound with FI_TRANSMIT | FI_RECV. */
+struct fx_env {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	fi_addr_t self;
+};
+
+/* Open *e (zeroed first).  On failure everything opened so far is closed,
+ * *e is zeroed again and the failing call's -FI_E* code is returned. */
+int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format);
+/* Close in reverse order; safe on a zeroed or partly opened env. */
+void fx_close(struct fx_env *e);
+
+/* cmocka group/test fixtures: *state becomes a heap struct fx_env opened
+ * with FI_AV_TABLE and FI_CQ_FORMAT_TAGGED.  fx_setup fails the test
+ * (returns -1) if fx_open fails. */
+int fx_setup(void **state);
+int fx_teardown(void **state);
+
+#endif /* OPX_TEST_FIXTURE_H */

@@ -1,0 +1,737 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * test_cq.c - completion queues and counters: every CQ format, source
+ * addresses, error ordering and readerr's err_data rules, ring growth,
+ * blocking reads (timeout, wake-up by another thread, fi_cq_signal),
+ * FI_WAIT_FD, fi_trywait, argument checks; counter add/set/read/wait.
+ *
+ * Completions are produced with opx_cq_report_locked directly (it is a
+ * library-internal function the test reaches through libopx_core), so
+ * no traffic is needed.  Every blocking call has a bounded timeout.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fixture.h"
+#include "opx.h"
+
+static struct fi_info *g_info;
+static struct fid_fabric *g_fabric;
+static struct fid_domain *g_domain; /* FI_THREAD_SAFE: tests use threads */
+
+static int group_setup(void **state)
+{
+	struct fi_provider *prov = fx_prov();
+	int ret;
+
+	(void)state;
+	if (!prov)
+		return -1;
+	ret = fx_getinfo("safe", 0, &g_info);
+	if (ret) {
+		fprintf(stderr, "getinfo: %d\n", ret);
+		return -1;
+	}
+	ret = prov->fabric(g_info->fabric_attr, &g_fabric, NULL);
+	if (ret) {
+		fprintf(stderr, "fabric: %d\n", ret);
+		return -1;
+	}
+	ret = fi_domain(g_fabric, g_info, &g_domain, NULL);
+	if (ret) {
+		fprintf(stderr, "domain: %d\n", ret);
+		return -1;
+	}
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	if (g_domain)
+		fi_close(&g_domain->fid);
+	if (g_fabric)
+		fi_close(&g_fabric->fid);
+	fi_freeinfo(g_info);
+	return 0;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct fid_cq *open_cq(enum fi_cq_format format, enum fi_wait_obj wait, size_t size)
+{
+	struct fi_cq_attr attr = {.format = format, .wait_obj = wait, .size = size};
+	struct fid_cq *cq = NULL;
+
+	assert_int_equal(fi_cq_open(g_domain, &attr, &cq, NULL), 0);
+	assert_non_null(cq);
+	return cq;
+}
+
+static struct opx_cq *opx_of(struct fid_cq *cq)
+{
+	return OPX_CONTAINER_OF(cq, struct opx_cq, cq_fid);
+}
+
+/* Report as the endpoint would: under the domain lock. */
+static void report(struct fid_cq *cq, uintptr_t ctx, uint64_t flags, size_t len, uint64_t data,
+		   uint64_t tag, fi_addr_t src)
+{
+	struct opx_cq *c = opx_of(cq);
+
+	opx_lock_acquire(&c->domain->lock);
+	assert_int_equal(opx_cq_report_locked(c, (void *)ctx, flags, len, (void *)(ctx * 2), data,
+					      tag, src),
+			 0);
+	opx_lock_release(&c->domain->lock);
+}
+
+static void report_err(struct fid_cq *cq, uintptr_t ctx, int err, int prov_errno)
+{
+	struct opx_cq *c = opx_of(cq);
+
+	opx_lock_acquire(&c->domain->lock);
+	assert_int_equal(opx_cq_report_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 10, NULL, 5,
+						  0x77, 3, err, prov_errno, FI_ADDR_NOTAVAIL),
+			 0);
+	opx_lock_release(&c->domain->lock);
+}
+
+/* ---------------------------------------------------------------------
+ * Formats.
+ */
+static void test_cq_format_context(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
+	struct fi_cq_entry e[4];
+
+	(void)state;
+	assert_int_equal(fi_cq_read(cq, e, 4), -FI_EAGAIN);
+	report(cq, 1, FI_SEND | FI_TAGGED, 0, 0, 0, FI_ADDR_NOTAVAIL);
+	report(cq, 2, FI_RECV | FI_MSG, 8, 0, 0, 3);
+	report(cq, 3, FI_RECV | FI_MSG | FI_MULTI_RECV, 8, 0, 0, 3);
+	assert_int_equal(fi_cq_read(cq, e, 2), 2);
+	assert_ptr_equal(e[0].op_context, (void *)1);
+	assert_ptr_equal(e[1].op_context, (void *)2);
+	assert_int_equal(fi_cq_read(cq, e, 4), 1);
+	assert_ptr_equal(e[0].op_context, (void *)3);
+	assert_int_equal(fi_cq_read(cq, e, 4), -FI_EAGAIN);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_format_msg(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_MSG, FI_WAIT_NONE, 0);
+	struct fi_cq_msg_entry e[2];
+
+	(void)state;
+	report(cq, 5, FI_RECV | FI_MSG | FI_MULTI_RECV, 123, 9, 9, 0);
+	assert_int_equal(fi_cq_read(cq, e, 2), 1);
+	assert_ptr_equal(e[0].op_context, (void *)5);
+	assert_int_equal(e[0].flags, FI_RECV | FI_MSG | FI_MULTI_RECV);
+	assert_int_equal(e[0].len, 123);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_format_data(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_DATA, FI_WAIT_NONE, 0);
+	struct fi_cq_data_entry e[2];
+
+	(void)state;
+	report(cq, 6, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA, 64, 0xdada, 1, 0);
+	report(cq, 7, FI_SEND | FI_MSG, 32, 0, 1, 0);
+	assert_int_equal(fi_cq_read(cq, e, 2), 2);
+	assert_ptr_equal(e[0].op_context, (void *)6);
+	assert_int_equal(e[0].flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+	assert_int_equal(e[0].len, 64);
+	assert_ptr_equal(e[0].buf, (void *)12);
+	assert_int_equal(e[0].data, 0xdada);
+	assert_ptr_equal(e[1].op_context, (void *)7);
+	assert_int_equal(e[1].len, 32);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_format_tagged(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0);
+	struct fi_cq_tagged_entry e[2];
+
+	(void)state;
+	report(cq, 8, FI_RECV | FI_TAGGED, 4096, 0x1111, 0xabcdef0123ULL, 2);
+	assert_int_equal(fi_cq_read(cq, e, 2), 1);
+	assert_ptr_equal(e[0].op_context, (void *)8);
+	assert_int_equal(e[0].flags, FI_RECV | FI_TAGGED);
+	assert_int_equal(e[0].len, 4096);
+	assert_ptr_equal(e[0].buf, (void *)16);
+	assert_int_equal(e[0].data, 0x1111);
+	assert_int_equal(e[0].tag, 0xabcdef0123ULL);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* FI_CQ_FORMAT_UNSPEC and a NULL attr both give the context format. */
+static void test_cq_format_default(void **state)
+{
+	struct fid_cq *cq = NULL;
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_UNSPEC};
+	struct fi_cq_entry e[2] = {{0}};
+
+	(void)state;
+	assert_int_equal(fi_cq_open(g_domain, NULL, &cq, NULL), 0);
+	assert_int_equal(opx_of(cq)->format, FI_CQ_FORMAT_CONTEXT);
+	assert_int_equal(fi_close(&cq->fid), 0);
+	assert_int_equal(fi_cq_open(g_domain, &attr, &cq, NULL), 0);
+	report(cq, 9, FI_SEND, 0, 0, 0, 0);
+	report(cq, 10, FI_SEND, 0, 0, 0, 0);
+	assert_int_equal(fi_cq_read(cq, e, 2), 2);
+	/* entries are packed as fi_cq_entry, not as a larger format */
+	assert_ptr_equal(e[1].op_context, (void *)10);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_readfrom(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0);
+	struct fi_cq_tagged_entry e[3];
+	fi_addr_t src[3];
+
+	(void)state;
+	report(cq, 1, FI_RECV | FI_TAGGED, 1, 0, 1, 42);
+	report(cq, 2, FI_RECV | FI_TAGGED, 1, 0, 2, FI_ADDR_NOTAVAIL);
+	report(cq, 3, FI_SEND | FI_TAGGED, 1, 0, 3, 7);
+	assert_int_equal(fi_cq_readfrom(cq, e, 3, src), 3);
+	assert_int_equal(src[0], 42);
+	assert_int_equal(src[1], FI_ADDR_NOTAVAIL);
+	assert_int_equal(src[2], 7);
+	assert_int_equal(e[2].tag, 3);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Errors.
+ */
+static void test_cq_error_order(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 0);
+	struct fi_cq_tagged_entry e[8];
+	struct fi_cq_err_entry err;
+
+	(void)state;
+	report(cq, 1, FI_SEND, 0, 0, 0, 0);
+	report(cq, 2, FI_SEND, 0, 0, 0, 0);
+	report_err(cq, 3, FI_ETRUNC, -5);
+	report(cq, 4, FI_SEND, 0, 0, 0, 0);
+
+	/* the successful completions before the error come first */
+	assert_int_equal(fi_cq_read(cq, e, 8), 2);
+	assert_ptr_equal(e[1].op_context, (void *)2);
+	/* now the error is topmost */
+	assert_int_equal(fi_cq_read(cq, e, 8), -FI_EAVAIL);
+	assert_int_equal(fi_cq_read(cq, e, 0), -FI_EAVAIL);
+
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_ptr_equal(err.op_context, (void *)3);
+	assert_int_equal(err.flags, FI_RECV | FI_TAGGED);
+	assert_int_equal(err.len, 10);
+	assert_int_equal(err.data, 5);
+	assert_int_equal(err.tag, 0x77);
+	assert_int_equal(err.olen, 3);
+	assert_int_equal(err.err, FI_ETRUNC);
+	assert_int_equal(err.prov_errno, -5);
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+
+	assert_int_equal(fi_cq_read(cq, e, 8), 1);
+	assert_ptr_equal(e[0].op_context, (void *)4);
+	assert_int_equal(fi_cq_read(cq, e, 8), -FI_EAGAIN);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* err_data rules of man fi_cq for API >= 1.5: a user buffer is filled
+ * (and err_data_size says how much); size 0 gets provider memory. */
+static void test_cq_err_data(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
+	struct fi_cq_err_entry err;
+	char ubuf[256];
+	char small[4];
+	char str[256];
+	const char *s;
+
+	(void)state;
+	report_err(cq, 1, -FI_ECANCELED, 0); /* a negative code is normalised */
+	report_err(cq, 2, FI_EIO, -110);
+	report_err(cq, 3, FI_EIO, -111);
+
+	memset(&err, 0, sizeof(err));
+	memset(ubuf, 0, sizeof(ubuf));
+	err.err_data = ubuf;
+	err.err_data_size = sizeof(ubuf);
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.err, FI_ECANCELED);
+	assert_ptr_equal(err.err_data, ubuf);
+	assert_true(err.err_data_size > 0 && err.err_data_size <= sizeof(ubuf));
+	assert_int_equal(strlen(ubuf) + 1, err.err_data_size);
+	s = fi_cq_strerror(cq, err.prov_errno, err.err_data, str, sizeof(str));
+	assert_ptr_equal(s, str);
+	assert_true(strlen(str) > 0);
+
+	/* small user buffer: truncated to its size */
+	memset(&err, 0, sizeof(err));
+	memset(small, 0x5a, sizeof(small));
+	err.err_data = small;
+	err.err_data_size = sizeof(small);
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.prov_errno, -110);
+	assert_ptr_equal(err.err_data, small);
+	assert_int_equal(err.err_data_size, sizeof(small));
+
+	/* size 0: provider-owned buffer */
+	memset(&err, 0, sizeof(err));
+	err.err_data = ubuf;
+	err.err_data_size = 0;
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.prov_errno, -111);
+	assert_non_null(err.err_data);
+	assert_ptr_not_equal(err.err_data, ubuf);
+	assert_true(err.err_data_size > 0);
+	assert_int_equal(strlen(err.err_data) + 1, err.err_data_size);
+
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+	assert_int_equal(fi_cq_readerr(cq, &err, 1), -FI_EBADFLAGS);
+	assert_int_equal(fi_cq_readerr(cq, NULL, 0), -FI_EINVAL);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Growth: far past the initial size, order preserved, nothing dropped,
+ * also with the ring wrapped when it grows.
+ */
+static void test_cq_growth(void **state)
+{
+	enum { N = 10000 };
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 16);
+	struct fi_cq_tagged_entry e[64];
+	uintptr_t next = 1;
+	uintptr_t want = 1;
+
+	(void)state;
+	/* wrap the ring first: head and tail mid-array */
+	for (int i = 0; i < 10; i++)
+		report(cq, next++, FI_SEND, 0, 0, 0, 0);
+	assert_int_equal(fi_cq_read(cq, e, 7), 7);
+	want += 7;
+	for (int i = 0; i < N; i++)
+		report(cq, next++, FI_SEND, 0, 0, 0, 0);
+	assert_true(opx_of(cq)->mask + 1 >= N);
+
+	for (int guard = 0; guard < N; guard++) {
+		ssize_t n = fi_cq_read(cq, e, 64);
+
+		if (n == -FI_EAGAIN)
+			break;
+		assert_true(n > 0);
+		for (ssize_t i = 0; i < n; i++)
+			assert_ptr_equal(e[i].op_context, (void *)want++);
+	}
+	assert_int_equal(want, next);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Blocking reads.
+ */
+static void test_cq_sread_timeout(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0);
+	struct fi_cq_entry e;
+	int64_t t0 = now_ms();
+
+	(void)state;
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 100), -FI_EAGAIN);
+	int64_t dt = now_ms() - t0;
+	assert_true(dt >= 90);
+	assert_true(dt < 3000);
+
+	/* zero timeout: a poll */
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 0), -FI_EAGAIN);
+	report(cq, 1, FI_SEND, 0, 0, 0, 0);
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 0), 1);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_sread_wait_none(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
+	struct fi_cq_entry e;
+
+	(void)state;
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 10), -FI_EINVAL);
+	assert_int_equal(fi_cq_signal(cq), -FI_EINVAL);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+struct delayed {
+	struct fid_cq *cq;
+	int delay_ms;
+	bool signal;
+};
+
+static void *delayed_thread(void *arg)
+{
+	struct delayed *d = arg;
+
+	poll(NULL, 0, d->delay_ms);
+	if (d->signal)
+		fi_cq_signal(d->cq);
+	else
+		report(d->cq, 99, FI_RECV, 1, 0, 0, 0);
+	return NULL;
+}
+
+static void test_cq_sread_wakes(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0);
+	struct delayed d = {.cq = cq, .delay_ms = 50, .signal = false};
+	struct fi_cq_entry e;
+	pthread_t t;
+
+	(void)state;
+	assert_true(opx_of(cq)->domain->lock.on); /* the reporter really races us */
+	assert_int_equal(pthread_create(&t, NULL, delayed_thread, &d), 0);
+	int64_t t0 = now_ms();
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 5000), 1);
+	assert_true(now_ms() - t0 < 4000);
+	assert_ptr_equal(e.op_context, (void *)99);
+	pthread_join(t, NULL);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_signal(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0);
+	struct delayed d = {.cq = cq, .delay_ms = 50, .signal = true};
+	struct fi_cq_entry e;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(pthread_create(&t, NULL, delayed_thread, &d), 0);
+	int64_t t0 = now_ms();
+	/* man fi_cq: a signaled sread with nothing to read returns -FI_EAGAIN */
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 5000), -FI_EAGAIN);
+	assert_true(now_ms() - t0 < 4000);
+	pthread_join(t, NULL);
+	/* the signal was consumed: the next sread times out normally */
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 20), -FI_EAGAIN);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_sread_threshold(void **state)
+{
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_CONTEXT,
+				  .wait_obj = FI_WAIT_UNSPEC,
+				  .wait_cond = FI_CQ_COND_THRESHOLD};
+	struct fid_cq *cq = NULL;
+	struct fi_cq_entry e[4];
+	size_t thr = 3;
+
+	(void)state;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &cq, NULL), 0);
+	report(cq, 1, FI_SEND, 0, 0, 0, 0);
+	report(cq, 2, FI_SEND, 0, 0, 0, 0);
+	/* below the threshold: waits out the timeout, then returns what is there */
+	int64_t t0 = now_ms();
+	assert_int_equal(fi_cq_sread(cq, e, 4, &thr, 50), 2);
+	assert_true(now_ms() - t0 >= 40);
+	report(cq, 3, FI_SEND, 0, 0, 0, 0);
+	report(cq, 4, FI_SEND, 0, 0, 0, 0);
+	report(cq, 5, FI_SEND, 0, 0, 0, 0);
+	assert_int_equal(fi_cq_sread(cq, e, 4, &thr, 5000), 3);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_wait_fd(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD, 0);
+	struct fi_cq_entry e;
+	struct pollfd pfd;
+	enum fi_wait_obj wo = FI_WAIT_NONE;
+	int fd = -1;
+
+	(void)state;
+	assert_int_equal(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fi_control(&cq->fid, FI_GETWAITOBJ, &wo), 0);
+	assert_int_equal(wo, FI_WAIT_FD);
+	assert_int_equal(fi_control(&cq->fid, FI_GETWAIT, NULL), -FI_EINVAL);
+
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	/* fi_cq_signal makes the fd readable; the next read re-arms it */
+	assert_int_equal(fi_cq_signal(cq), 0);
+	assert_int_equal(poll(&pfd, 1, 1000), 1);
+	assert_int_equal(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 10), -FI_EAGAIN); /* signal consumed */
+	assert_int_equal(fi_close(&cq->fid), 0);
+
+	/* no fd without FI_WAIT_FD */
+	cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0);
+	assert_int_equal(fi_control(&cq->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+static void test_cq_trywait(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_FD, 0);
+	struct fid_cq *cq_none = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
+	struct fid *fids[1] = {&cq->fid};
+	struct fi_cq_entry e;
+
+	(void)state;
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), 0);
+	report(cq, 1, FI_SEND, 0, 0, 0, 0);
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), -FI_EAGAIN);
+	assert_int_equal(fi_cq_read(cq, &e, 1), 1);
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), 0);
+	report_err(cq, 2, FI_EIO, 0);
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), -FI_EAGAIN);
+
+	fids[0] = &g_domain->fid;
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), -FI_EINVAL);
+	fids[0] = &cq_none->fid;
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), -FI_EINVAL);
+	assert_int_equal(fi_close(&cq_none->fid), 0);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Arguments.
+ */
+static void test_cq_bad_args(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0);
+	struct fi_cq_attr attr;
+	struct fid_cq *bad = NULL;
+	struct fi_cq_entry e;
+
+	(void)state;
+	assert_int_equal(fi_cq_read(cq, NULL, 1), -FI_EINVAL);
+	assert_int_equal(fi_cq_sread(cq, NULL, 1, NULL, 0), -FI_EINVAL);
+	assert_int_equal(fi_cq_read(cq, &e, 0), 0); /* drives progress only */
+	/* still usable */
+	report(cq, 1, FI_SEND, 0, 0, 0, 0);
+	assert_int_equal(fi_cq_read(cq, &e, 1), 1);
+	assert_ptr_equal(e.op_context, (void *)1);
+	assert_int_equal(fi_close(&cq->fid), 0);
+
+	memset(&attr, 0, sizeof(attr));
+	attr.format = (enum fi_cq_format)77;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &bad, NULL), -FI_EINVAL);
+	memset(&attr, 0, sizeof(attr));
+	attr.wait_obj = FI_WAIT_SET;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &bad, NULL), -FI_ENOSYS);
+	memset(&attr, 0, sizeof(attr));
+	attr.wait_obj = FI_WAIT_MUTEX_COND;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &bad, NULL), -FI_ENOSYS);
+	memset(&attr, 0, sizeof(attr));
+	attr.wait_cond = (enum fi_cq_wait_cond)9;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &bad, NULL), -FI_EINVAL);
+	memset(&attr, 0, sizeof(attr));
+	attr.flags = FI_SEND;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &bad, NULL), -FI_EBADFLAGS);
+	attr.flags = FI_AFFINITY;
+	attr.signaling_vector = 3;
+	attr.wait_obj = FI_WAIT_YIELD;
+	assert_int_equal(fi_cq_open(g_domain, &attr, &bad, NULL), 0);
+	assert_int_equal(fi_close(&bad->fid), 0);
+}
+
+/* A CQ with a bound endpoint cannot close. */
+static void test_cq_close_busy(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_FD, 0);
+	struct fid_ep *ep = NULL;
+
+	(void)state;
+	if (fi_endpoint(g_domain, g_info, &ep, NULL) != 0)
+		skip();
+	assert_int_equal(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(opx_of(cq)->pset.count, 1);
+	assert_int_equal(fi_close(&cq->fid), -FI_EBUSY);
+	/* progress and trywait with a real endpoint attached */
+	struct fi_cq_tagged_entry e;
+	struct fid *fids[1] = {&cq->fid};
+	assert_int_equal(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), 0);
+	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 30), -FI_EAGAIN);
+	assert_int_equal(fi_close(&ep->fid), 0);
+	assert_int_equal(opx_of(cq)->pset.count, 0);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Counters.
+ */
+static struct fid_cntr *open_cntr(enum fi_wait_obj wait)
+{
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = wait};
+	struct fid_cntr *c = NULL;
+
+	assert_int_equal(fi_cntr_open(g_domain, &attr, &c, NULL), 0);
+	assert_non_null(c);
+	return c;
+}
+
+static void test_cntr_basic(void **state)
+{
+	struct fid_cntr *c = open_cntr(FI_WAIT_NONE);
+
+	(void)state;
+	assert_int_equal(fi_cntr_read(c), 0);
+	assert_int_equal(fi_cntr_add(c, 5), 0);
+	assert_int_equal(fi_cntr_read(c), 5);
+	opx_cntr_inc(OPX_CONTAINER_OF(c, struct opx_cntr, cntr_fid));
+	assert_int_equal(fi_cntr_read(c), 6);
+	assert_int_equal(fi_cntr_set(c, 100), 0);
+	assert_int_equal(fi_cntr_read(c), 100);
+	assert_int_equal(fi_cntr_readerr(c), 0);
+	assert_int_equal(fi_cntr_adderr(c, 2), 0);
+	assert_int_equal(fi_cntr_readerr(c), 2);
+	assert_int_equal(fi_cntr_seterr(c, 0), 0);
+	assert_int_equal(fi_cntr_readerr(c), 0);
+	assert_int_equal(fi_cntr_read(c), 100);
+	/* no wait object: fi_cntr_wait is invalid */
+	assert_int_equal(fi_cntr_wait(c, 1, 10), -FI_EINVAL);
+	assert_int_equal(fi_close(&c->fid), 0);
+}
+
+static void test_cntr_open_attr(void **state)
+{
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP};
+	struct fid_cntr *c = NULL;
+
+	(void)state;
+	attr.flags = 1;
+	assert_int_equal(fi_cntr_open(g_domain, &attr, &c, NULL), -FI_EBADFLAGS);
+	attr.flags = 0;
+	attr.wait_obj = FI_WAIT_SET;
+	assert_int_equal(fi_cntr_open(g_domain, &attr, &c, NULL), -FI_ENOSYS);
+	attr.wait_obj = (enum fi_wait_obj)42;
+	assert_int_equal(fi_cntr_open(g_domain, &attr, &c, NULL), -FI_EINVAL);
+	attr.wait_obj = FI_WAIT_FD;
+	assert_int_equal(fi_cntr_open(g_domain, &attr, &c, NULL), 0);
+	int fd = -1;
+	assert_int_equal(fi_control(&c->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fi_close(&c->fid), 0);
+	assert_int_equal(fi_cntr_open(g_domain, NULL, &c, NULL), 0);
+	assert_int_equal(fi_close(&c->fid), 0);
+}
+
+struct cntr_bump {
+	struct fid_cntr *c;
+	bool err;
+};
+
+static void *cntr_bump_thread(void *arg)
+{
+	struct cntr_bump *b = arg;
+
+	poll(NULL, 0, 50);
+	if (b->err)
+		fi_cntr_adderr(b->c, 1);
+	else
+		fi_cntr_add(b->c, 3);
+	return NULL;
+}
+
+static void test_cntr_wait(void **state)
+{
+	struct fid_cntr *c = open_cntr(FI_WAIT_UNSPEC);
+	struct cntr_bump b = {.c = c, .err = false};
+	pthread_t t;
+
+	(void)state;
+	/* already met: immediate */
+	assert_int_equal(fi_cntr_wait(c, 0, 1000), 0);
+	assert_int_equal(fi_cntr_set(c, 4), 0);
+	assert_int_equal(fi_cntr_wait(c, 4, 0), 0);
+
+	/* timeout */
+	int64_t t0 = now_ms();
+	assert_int_equal(fi_cntr_wait(c, 5, 60), -FI_ETIMEDOUT);
+	int64_t dt = now_ms() - t0;
+	assert_true(dt >= 50 && dt < 3000);
+	assert_int_equal(fi_cntr_readerr(c), 0); /* unchanged by a timeout */
+
+	/* another thread reaches the threshold */
+	assert_int_equal(pthread_create(&t, NULL, cntr_bump_thread, &b), 0);
+	assert_int_equal(fi_cntr_wait(c, 7, 5000), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(fi_cntr_read(c), 7);
+
+	/* an error unblocks the waiter */
+	b.err = true;
+	assert_int_equal(pthread_create(&t, NULL, cntr_bump_thread, &b), 0);
+	t0 = now_ms();
+	assert_int_equal(fi_cntr_wait(c, 100, 5000), -FI_EAVAIL);
+	assert_true(now_ms() - t0 < 4000);
+	pthread_join(t, NULL);
+	assert_int_equal(fi_cntr_readerr(c), 1);
+
+	struct fid *fids[1] = {&c->fid};
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), 0);
+	assert_int_equal(fi_cntr_add(c, 1), 0);
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), -FI_EAGAIN);
+	assert_int_equal(fi_cntr_read(c), 8);
+	assert_int_equal(fi_trywait(g_fabric, fids, 1), 0);
+	assert_int_equal(fi_close(&c->fid), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cq_format_context),
+		cmocka_unit_test(test_cq_format_msg),
+		cmocka_unit_test(test_cq_format_data),
+		cmocka_unit_test(test_cq_format_tagged),
+		cmocka_unit_test(test_cq_format_default),
+		cmocka_unit_test(test_cq_readfrom),
+		cmocka_unit_test(test_cq_error_order),
+		cmocka_unit_test(test_cq_err_data),
+		cmocka_unit_test(test_cq_growth),
+		cmocka_unit_test(test_cq_sread_timeout),
+		cmocka_unit_test(test_cq_sread_wait_none),
+		cmocka_unit_test(test_cq_sread_wakes),
+		cmocka_unit_test(test_cq_signal),
+		cmocka_unit_test(test_cq_sread_threshold),
+		cmocka_unit_test(test_cq_wait_fd),
+		cmocka_unit_test(test_cq_trywait),
+		cmocka_unit_test(test_cq_bad_args),
+		cmocka_unit_test(test_cq_close_busy),
+		cmocka_unit_test(test_cntr_basic),
+		cmocka_unit_test(test_cntr_open_attr),
+		cmocka_unit_test(test_cntr_wait),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

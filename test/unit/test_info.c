@@ -1,0 +1,812 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * test_info.c - init, parameters, fi_getinfo hint filtering, fabric,
+ * domain, MR and EQ, including the negative API paths.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "opx.h"
+
+/* Mirrors OPX_EQ_WRITE_ERR in prov/opx_eq.c. */
+#define TEST_EQ_WRITE_ERR (1ULL << 60)
+
+static struct fi_info *hints_new(void)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	assert_non_null(h);
+	return h;
+}
+
+static int getinfo_v(uint32_t version, const struct fi_info *hints, struct fi_info **info)
+{
+	return fx_prov()->getinfo(version, NULL, NULL, 0, hints, info);
+}
+
+static int getinfo(const struct fi_info *hints, struct fi_info **info)
+{
+	return getinfo_v(FX_VERSION, hints, info);
+}
+
+/* ---------------------------------------------------------------------
+ * Init and parameters.
+ */
+static void test_prov_ini_idempotent(void **state)
+{
+	(void)state;
+	struct fi_provider *a = fx_prov();
+	struct fi_provider *b = fi_prov_ini();
+
+	assert_ptr_equal(a, b);
+	assert_string_equal(a->name, "opx");
+	assert_int_equal(a->version, OPX_PROV_VERSION);
+	assert_int_equal(a->fi_version, OPX_FI_VERSION);
+	assert_non_null(a->getinfo);
+	assert_non_null(a->fabric);
+}
+
+static void test_param_defaults(void **state)
+{
+	(void)state;
+	int jkey = (int)((getuid() & 0xffffu) ^ 0x5a5au);
+
+	fx_prov();
+	assert_int_equal(opx_env.units, 1);
+	assert_int_equal(opx_env.unit, -1);
+	assert_int_equal(opx_env.mtu, 8192);
+	assert_int_equal(opx_env.hdrq_entries, 4096);
+	assert_int_equal(opx_env.eager_bytes, 4u << 20);
+	assert_int_equal(opx_env.inject_size, 8192);
+	assert_true(opx_env.inject_size <= opx_env.mtu);
+	assert_int_equal(opx_env.eager_max, 16384);
+	assert_true(opx_env.eager_max <= opx_env.eager_bytes / 4);
+	assert_true(opx_env.max_msg_size >= ((size_t)4 << 30)); /* rendezvous: >= 4 GiB */
+	assert_int_equal(opx_env.ux_max_bytes, 64u << 20);
+	assert_int_equal(opx_env.jkey, jkey ? jkey : 0x5a5a);
+	assert_int_not_equal(opx_env.jkey, 0);
+	assert_int_equal(opx_env.spin_count, 1000);
+	assert_int_equal(opx_env.sleep_ms, 10);
+}
+
+static void test_params_listed(void **state)
+{
+	(void)state;
+	static const char *const names[] = {
+		"FI_OPX_UNITS",       "FI_OPX_UNIT",        "FI_OPX_MTU",
+		"FI_OPX_HDRQ_ENTRIES", "FI_OPX_EAGER_RING_BYTES", "FI_OPX_INJECT_SIZE",
+		"FI_OPX_EAGER_MAX",   "FI_OPX_UX_MAX_BYTES", "FI_OPX_JKEY",
+		"FI_OPX_SPIN_COUNT",  "FI_OPX_SLEEP_MS",
+	};
+	struct fi_param *params = NULL;
+	int count = 0;
+	size_t i;
+
+	fx_prov();
+	assert_int_equal(fi_getparams(&params, &count), 0);
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		int j, found = 0;
+
+		for (j = 0; j < count; j++)
+			if (!strcmp(params[j].name, names[i])) {
+				found++;
+				assert_non_null(strstr(params[j].help_string, "default"));
+			}
+		if (found != 1)
+			fail_msg("%s defined %d times", names[i], found);
+	}
+	fi_freeparams(params);
+}
+
+static void test_err_map(void **state)
+{
+	(void)state;
+	assert_int_equal(opx_err_from_shim(0), 0);
+	assert_int_equal(opx_err_from_shim(-EAGAIN), -FI_EAGAIN);
+	assert_int_equal(opx_err_from_shim(-ENOMEM), -FI_ENOMEM);
+	assert_int_equal(opx_err_from_shim(-EINVAL), -FI_EINVAL);
+	assert_int_equal(opx_err_from_shim(-EMSGSIZE), -FI_EMSGSIZE);
+	assert_int_equal(opx_err_from_shim(-EBUSY), -FI_EBUSY);
+	assert_int_equal(opx_err_from_shim(-EPERM), -FI_EACCES);
+	assert_int_equal(opx_err_from_shim(-EACCES), -FI_EACCES);
+	assert_int_equal(opx_err_from_shim(-ENOENT), -FI_EADDRNOTAVAIL);
+	assert_int_equal(opx_err_from_shim(-ESTALE), -FI_EADDRNOTAVAIL);
+	assert_int_equal(opx_err_from_shim(-EHOSTUNREACH), -FI_EADDRNOTAVAIL);
+	assert_int_equal(opx_err_from_shim(-EPROTO), -FI_EOTHER);
+	assert_int_equal(opx_err_from_shim(-EXDEV), -FI_EOTHER);
+}
+
+/* ---------------------------------------------------------------------
+ * fi_getinfo.
+ */
+static void test_null_hints(void **state)
+{
+	(void)state;
+	struct fi_info *fi = NULL;
+
+	assert_int_equal(getinfo(NULL, &fi), 0);
+	assert_non_null(fi);
+	assert_null(fi->next);
+	assert_int_equal(fi->caps, OPX_CAPS);
+	assert_int_equal(fi->mode, 0);
+	assert_int_equal(fi->addr_format, FI_ADDR_OPX);
+	assert_int_equal(fi->ep_attr->type, FI_EP_RDM);
+	assert_int_equal(fi->ep_attr->protocol, FI_PROTO_OPX);
+	/* The core names the provider; a core provider leaves it NULL. */
+	assert_null(fi->fabric_attr->prov_name);
+	assert_string_equal(fi->fabric_attr->name, "opx");
+	assert_int_equal(fi->fabric_attr->api_version, FX_VERSION);
+	assert_int_equal(fi->fabric_attr->prov_version, OPX_PROV_VERSION);
+	assert_non_null(fi->domain_attr->name);
+	assert_memory_equal(fi->domain_attr->name, "opx_", 4);
+	assert_int_equal(fi->domain_attr->threading, FI_THREAD_DOMAIN);
+	assert_int_equal(fi->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+	assert_int_equal(fi->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	assert_int_equal(fi->domain_attr->mr_mode, 0);
+	fi_freeinfo(fi);
+
+	assert_int_equal(getinfo(NULL, NULL), -FI_EINVAL);
+}
+
+static void test_info_fields_sane(void **state)
+{
+	(void)state;
+	struct fi_info *fi = NULL;
+
+	assert_int_equal(getinfo(NULL, &fi), 0);
+	assert_int_equal(fi->tx_attr->inject_size, opx_env.inject_size);
+	assert_true(fi->tx_attr->inject_size <= opx_env.mtu);
+	assert_true(fi->tx_attr->inject_size <= fi->ep_attr->max_msg_size);
+	assert_int_equal(fi->ep_attr->max_msg_size, opx_env.max_msg_size);
+	assert_true(fi->domain_attr->cq_data_size >= 4);
+	/* Open MPI counts leading zero bits as bits lost: the top must be set. */
+	assert_true(fi->ep_attr->mem_tag_format & (1ULL << 63));
+	assert_int_equal(fi->tx_attr->iov_limit, OPX_IOV_LIMIT);
+	assert_int_equal(fi->rx_attr->iov_limit, OPX_IOV_LIMIT);
+	assert_int_equal(fi->tx_attr->caps & ~OPX_TX_CAPS, 0);
+	assert_int_equal(fi->rx_attr->caps & ~OPX_RX_CAPS, 0);
+	assert_int_equal(fi->rx_attr->total_buffered_recv, opx_env.ux_max_bytes);
+	assert_int_equal(fi->domain_attr->mr_key_size, 8);
+	assert_int_equal(fi->domain_attr->max_ep_tx_ctx, 1);
+	assert_int_equal(fi->domain_attr->max_ep_rx_ctx, 1);
+	fi_freeinfo(fi);
+}
+
+typedef void (*hint_mut)(struct fi_info *h);
+
+#define MUT(name, body)                                                                            \
+	static void mut_##name(struct fi_info *h)                                                  \
+	{                                                                                          \
+		body;                                                                              \
+	}
+
+MUT(caps_rma, h->caps = FI_RMA)
+MUT(caps_atomic, h->caps = FI_TAGGED | FI_ATOMIC)
+MUT(caps_rma_event, h->caps = FI_TAGGED | FI_RMA_EVENT)
+MUT(ep_msg, h->ep_attr->type = FI_EP_MSG)
+MUT(ep_dgram, h->ep_attr->type = FI_EP_DGRAM)
+MUT(protocol, h->ep_attr->protocol = FI_PROTO_RXM)
+MUT(max_msg, h->ep_attr->max_msg_size = opx_env.max_msg_size + 1)
+MUT(prefix, h->ep_attr->msg_prefix_size = 8)
+MUT(ep_tx_ctx, h->ep_attr->tx_ctx_cnt = 2)
+MUT(fabric_name, h->fabric_attr->name = strdup("ib0"))
+MUT(prov_name, h->fabric_attr->prov_name = strdup("shm"))
+MUT(domain_name, h->domain_attr->name = strdup("opx_99"))
+MUT(addr_format, h->addr_format = FI_SOCKADDR_IN)
+MUT(inject, h->tx_attr->inject_size = opx_env.inject_size + 1)
+MUT(tx_size, h->tx_attr->size = OPX_TX_SIZE + 1)
+MUT(tx_iov, h->tx_attr->iov_limit = OPX_IOV_LIMIT + 1)
+MUT(tx_rma_iov, h->tx_attr->rma_iov_limit = 1)
+MUT(tx_caps, h->tx_attr->caps = FI_RMA | FI_WRITE)
+MUT(tx_order, h->tx_attr->msg_order = FI_ORDER_STRICT)
+MUT(tx_comp_order, h->tx_attr->comp_order = FI_ORDER_STRICT)
+MUT(tx_op_flags, h->tx_attr->op_flags = FI_DELIVERY_COMPLETE)
+MUT(rx_size, h->rx_attr->size = OPX_RX_SIZE + 1)
+MUT(rx_iov, h->rx_attr->iov_limit = OPX_IOV_LIMIT + 1)
+MUT(rx_caps, h->rx_attr->caps = FI_ATOMIC)
+MUT(rx_buffered, h->rx_attr->total_buffered_recv = opx_env.ux_max_bytes + 1)
+MUT(rx_comp_order, h->rx_attr->comp_order = FI_ORDER_DATA)
+MUT(threading_bad, h->domain_attr->threading = (enum fi_threading)99)
+MUT(ctrl_auto, h->domain_attr->control_progress = FI_PROGRESS_AUTO)
+MUT(data_auto, h->domain_attr->data_progress = FI_PROGRESS_AUTO)
+MUT(av_bad, h->domain_attr->av_type = (enum fi_av_type)7)
+MUT(cq_data, h->domain_attr->cq_data_size = OPX_CQ_DATA_SIZE + 1)
+MUT(mr_key, h->domain_attr->mr_key_size = 16)
+MUT(ep_cnt, h->domain_attr->ep_cnt = OPX_MAX_EPS + 1)
+MUT(dom_tx_ctx, h->domain_attr->tx_ctx_cnt = 2)
+MUT(max_ep_rx, h->domain_attr->max_ep_rx_ctx = 2)
+MUT(srx, h->domain_attr->max_ep_srx_ctx = 1)
+MUT(mr_iov, h->domain_attr->mr_iov_limit = OPX_IOV_LIMIT + 1)
+MUT(dom_caps, h->domain_attr->caps = FI_SHARED_AV)
+
+static void test_rejected_hints(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name;
+		hint_mut mut;
+	} cases[] = {
+#define C(n) {#n, mut_##n}
+		C(caps_rma),    C(caps_atomic),   C(caps_rma_event), C(ep_msg),      C(ep_dgram),
+		C(protocol),    C(max_msg),       C(prefix),         C(ep_tx_ctx),   C(fabric_name),
+		C(prov_name),   C(domain_name),   C(addr_format),    C(inject),      C(tx_size),
+		C(tx_iov),      C(tx_rma_iov),    C(tx_caps),        C(tx_order),    C(tx_comp_order),
+		C(tx_op_flags), C(rx_size),       C(rx_iov),         C(rx_caps),     C(rx_buffered),
+		C(rx_comp_order), C(threading_bad), C(ctrl_auto),    C(data_auto),   C(av_bad),
+		C(cq_data),     C(mr_key),        C(ep_cnt),         C(dom_tx_ctx),  C(max_ep_rx),
+		C(srx),         C(mr_iov),        C(dom_caps),
+#undef C
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fi_info *h = hints_new();
+		struct fi_info *fi = (struct fi_info *)(uintptr_t)0x1;
+		int ret;
+
+		cases[i].mut(h);
+		ret = getinfo(h, &fi);
+		if (ret != -FI_ENODATA)
+			fail_msg("hint %s: got %d, want -FI_ENODATA", cases[i].name, ret);
+		assert_null(fi);
+		fi_freeinfo(h);
+	}
+}
+
+static void test_hint_threading(void **state)
+{
+	(void)state;
+	static const char *const names[] = {"safe", "fid", "domain", "completion", "endpoint"};
+	static const enum fi_threading vals[] = {FI_THREAD_SAFE, FI_THREAD_FID, FI_THREAD_DOMAIN,
+						 FI_THREAD_COMPLETION, FI_THREAD_ENDPOINT};
+	struct fi_info *fi;
+	size_t i;
+
+	for (i = 0; i < 5; i++) {
+		assert_int_equal(fx_getinfo(names[i], 0, &fi), 0);
+		assert_int_equal(fi->domain_attr->threading, vals[i]);
+		fi_freeinfo(fi);
+	}
+	assert_int_equal(fx_getinfo("FI_THREAD_SAFE", 0, &fi), 0);
+	assert_int_equal(fi->domain_attr->threading, FI_THREAD_SAFE);
+	fi_freeinfo(fi);
+	assert_int_equal(fx_getinfo("bogus", 0, &fi), -FI_EINVAL);
+}
+
+static void test_hint_av_type(void **state)
+{
+	(void)state;
+	enum fi_av_type types[] = {FI_AV_MAP, FI_AV_TABLE, FI_AV_UNSPEC};
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		struct fi_info *h = hints_new(), *fi = NULL;
+
+		h->domain_attr->av_type = types[i];
+		assert_int_equal(getinfo(h, &fi), 0);
+		assert_int_equal(fi->domain_attr->av_type, types[i]);
+		fi_freeinfo(fi);
+		fi_freeinfo(h);
+	}
+}
+
+static void test_hint_caps(void **state)
+{
+	(void)state;
+	struct fi_info *fi;
+
+	/* Tagged only: no unrequested primary caps come back. */
+	assert_int_equal(fx_getinfo(NULL, FI_TAGGED, &fi), 0);
+	assert_true(fi->caps & FI_TAGGED);
+	assert_true((fi->caps & (FI_SEND | FI_RECV)) == (FI_SEND | FI_RECV));
+	assert_false(fi->caps & FI_MSG);
+	assert_false(fi->caps & FI_DIRECTED_RECV);
+	assert_int_equal(fi->caps & ~OPX_CAPS, 0);
+	assert_int_equal(fi->tx_attr->caps & ~fi->caps, 0);
+	assert_int_equal(fi->rx_attr->caps & ~fi->caps, 0);
+	fi_freeinfo(fi);
+
+	/* Send-only messages. */
+	assert_int_equal(fx_getinfo(NULL, FI_MSG | FI_SEND, &fi), 0);
+	assert_true(fi->caps & FI_SEND);
+	assert_false(fi->caps & FI_RECV);
+	assert_false(fi->caps & FI_TAGGED);
+	assert_true(fi->tx_attr->caps & FI_MSG);
+	fi_freeinfo(fi);
+
+	/* Secondary caps asked for are kept. */
+	assert_int_equal(fx_getinfo(NULL, FI_MSG | FI_MULTI_RECV | FI_SOURCE, &fi), 0);
+	assert_true(fi->caps & FI_MULTI_RECV);
+	assert_true(fi->caps & FI_SOURCE);
+	assert_true(fi->rx_attr->caps & FI_MULTI_RECV);
+	fi_freeinfo(fi);
+}
+
+/* What Open MPI 4.1's ofi MTL asks for. */
+static void test_hint_ompi_mtl(void **state)
+{
+	(void)state;
+	struct fi_info *h = hints_new(), *fi = NULL;
+
+	h->mode = FI_CONTEXT;
+	h->caps = FI_TAGGED | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_DIRECTED_RECV;
+	h->ep_attr->type = FI_EP_RDM;
+	h->tx_attr->msg_order = FI_ORDER_SAS;
+	h->rx_attr->msg_order = FI_ORDER_SAS;
+	h->tx_attr->op_flags = FI_COMPLETION;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	h->domain_attr->threading = FI_THREAD_DOMAIN;
+	h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+	h->domain_attr->av_type = FI_AV_MAP;
+	h->domain_attr->cq_data_size = sizeof(int);
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+	assert_int_equal(getinfo(h, &fi), 0);
+	assert_true(fi->caps & FI_DIRECTED_RECV);
+	assert_true(fi->caps & FI_TAGGED);
+	assert_true(fi->domain_attr->cq_data_size >= sizeof(int));
+	assert_int_equal(fi->domain_attr->av_type, FI_AV_MAP);
+	assert_int_equal(fi->domain_attr->mr_mode, 0);
+	assert_int_equal(fi->mode & ~h->mode, 0);
+	assert_true(fi->ep_attr->mem_tag_format & (1ULL << 63));
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
+static void test_hint_names_match(void **state)
+{
+	(void)state;
+	struct fi_info *ref = NULL, *h = hints_new(), *fi = NULL;
+
+	assert_int_equal(getinfo(NULL, &ref), 0);
+	h->fabric_attr->name = strdup("opx");
+	h->fabric_attr->prov_name = strdup("opx");
+	h->domain_attr->name = strdup(ref->domain_attr->name);
+	h->addr_format = FI_ADDR_OPX;
+	h->ep_attr->protocol = FI_PROTO_OPX;
+	h->ep_attr->max_msg_size = ref->ep_attr->max_msg_size;
+	h->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+	h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+	h->tx_attr->inject_size = ref->tx_attr->inject_size;
+	assert_int_equal(getinfo(h, &fi), 0);
+	assert_string_equal(fi->domain_attr->name, ref->domain_attr->name);
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+	fi_freeinfo(ref);
+}
+
+static void test_hint_mr_mode(void **state)
+{
+	(void)state;
+	struct fi_info *h = hints_new(), *fi = NULL;
+
+	h->domain_attr->mr_mode = FI_MR_BASIC;
+	assert_int_equal(getinfo(h, &fi), 0);
+	assert_int_equal(fi->domain_attr->mr_mode, FI_MR_BASIC);
+	fi_freeinfo(fi);
+	h->domain_attr->mr_mode = FI_MR_SCALABLE;
+	assert_int_equal(getinfo(h, &fi), 0);
+	assert_int_equal(fi->domain_attr->mr_mode, FI_MR_SCALABLE);
+	fi_freeinfo(fi);
+	/* Before 1.5, UNSPEC must resolve to one of the old modes. */
+	h->domain_attr->mr_mode = FI_MR_UNSPEC;
+	assert_int_equal(getinfo_v(FI_VERSION(1, 4), h, &fi), 0);
+	assert_int_equal(fi->domain_attr->mr_mode, FI_MR_SCALABLE);
+	assert_int_equal(fi->fabric_attr->api_version, FI_VERSION(1, 4));
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
+static void test_node_service_ignored(void **state)
+{
+	(void)state;
+	struct fi_info *h = hints_new(), *fi = NULL;
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_MSG;
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "127.0.0.1", "47592", 0, h, &fi), 0);
+	fi_freeinfo(fi);
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, NULL, "47592", FI_SOURCE, h, &fi), 0);
+	fi_freeinfo(fi);
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "no.such.host", NULL, 0, h, &fi), 0);
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
+/* ---------------------------------------------------------------------
+ * Fabric, domain, MR.
+ */
+struct objs {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+};
+
+static void objs_open(struct objs *o, uint64_t mr_mode)
+{
+	memset(o, 0, sizeof(*o));
+	assert_int_equal(fx_getinfo(NULL, 0, &o->info), 0);
+	o->info->domain_attr->mr_mode = (int)mr_mode;
+	assert_int_equal(fx_prov()->fabric(o->info->fabric_attr, &o->fabric, NULL), 0);
+	assert_int_equal(fi_domain(o->fabric, o->info, &o->domain, NULL), 0);
+}
+
+static void objs_close(struct objs *o)
+{
+	assert_int_equal(fi_close(&o->domain->fid), 0);
+	assert_int_equal(fi_close(&o->fabric->fid), 0);
+	fi_freeinfo(o->info);
+}
+
+static void test_fabric_open_close(void **state)
+{
+	(void)state;
+	struct fi_info *fi = NULL;
+	struct fid_fabric *fab = NULL;
+	struct fi_fabric_attr attr;
+
+	assert_int_equal(getinfo(NULL, &fi), 0);
+	assert_int_equal(fx_prov()->fabric(NULL, &fab, NULL), -FI_EINVAL);
+	assert_int_equal(fx_prov()->fabric(fi->fabric_attr, NULL, NULL), -FI_EINVAL);
+	attr = *fi->fabric_attr;
+	attr.name = (char *)"other";
+	assert_int_equal(fx_prov()->fabric(&attr, &fab, NULL), -FI_ENODATA);
+	assert_int_equal(fx_prov()->fabric(fi->fabric_attr, &fab, (void *)0x1234), 0);
+	assert_int_equal(fab->fid.fclass, FI_CLASS_FABRIC);
+	assert_ptr_equal(fab->fid.context, (void *)0x1234);
+	/* Unsupported fabric ops. */
+	assert_int_equal(fi_passive_ep(fab, fi, NULL, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_close(&fab->fid), 0);
+	fi_freeinfo(fi);
+}
+
+static void test_close_with_children_busy(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_mr *mr = NULL;
+	struct fi_eq_attr eq_attr = {.wait_obj = FI_WAIT_NONE};
+	struct fid_eq *eq = NULL;
+	char buf[64];
+
+	objs_open(&o, 0);
+	/* Fabric with a domain open. */
+	assert_int_equal(fi_close(&o.fabric->fid), -FI_EBUSY);
+	/* Domain with an MR open. */
+	assert_int_equal(fi_mr_reg(o.domain, buf, sizeof(buf), FI_SEND, 0, 7, 0, &mr, NULL), 0);
+	assert_int_equal(fi_close(&o.domain->fid), -FI_EBUSY);
+	/* Both still usable after the refusal. */
+	assert_int_equal(fi_close(&mr->fid), 0);
+	assert_int_equal(fi_mr_reg(o.domain, buf, sizeof(buf), FI_SEND, 0, 7, 0, &mr, NULL), 0);
+	assert_int_equal(fi_close(&mr->fid), 0);
+	/* Fabric with an EQ open. */
+	assert_int_equal(fi_eq_open(o.fabric, &eq_attr, &eq, NULL), 0);
+	assert_int_equal(fi_close(&o.domain->fid), 0);
+	assert_int_equal(fi_close(&o.fabric->fid), -FI_EBUSY);
+	assert_int_equal(fi_close(&eq->fid), 0);
+	assert_int_equal(fi_close(&o.fabric->fid), 0);
+	fi_freeinfo(o.info);
+}
+
+static void test_domain_open_args(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_domain *d = NULL;
+	struct fi_info *bad;
+	char *name;
+
+	objs_open(&o, 0);
+	assert_int_equal(fi_domain(o.fabric, NULL, &d, NULL), -FI_EINVAL);
+	assert_int_equal(fi_domain(o.fabric, o.info, NULL, NULL), -FI_EINVAL);
+
+	bad = fi_dupinfo(o.info);
+	assert_non_null(bad);
+	name = bad->domain_attr->name;
+	bad->domain_attr->name = strdup("opx_99");
+	free(name);
+	assert_int_equal(fi_domain(o.fabric, bad, &d, NULL), -FI_EINVAL);
+	fi_freeinfo(bad);
+
+	bad = fi_dupinfo(o.info);
+	bad->caps |= FI_RMA;
+	assert_int_equal(fi_domain(o.fabric, bad, &d, NULL), -FI_EOPNOTSUPP);
+	fi_freeinfo(bad);
+
+	/* A second domain on the same fabric works; unsupported ops say so. */
+	assert_int_equal(fi_domain(o.fabric, o.info, &d, NULL), 0);
+	assert_int_equal(fi_scalable_ep(d, o.info, NULL, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_stx_context(d, NULL, NULL, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_srx_context(d, NULL, NULL, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_close(&d->fid), 0);
+	objs_close(&o);
+}
+
+static void test_mr_reg(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_mr *a = NULL, *b = NULL, *c = NULL;
+	char buf[256];
+	struct opx_domain *dom;
+
+	objs_open(&o, 0);
+	dom = OPX_CONTAINER_OF(o.domain, struct opx_domain, domain_fid);
+	assert_int_equal(fi_mr_reg(o.domain, buf, sizeof(buf), FI_SEND | FI_RECV | FI_REMOTE_WRITE,
+				   0, 42, 0, &a, (void *)0x99),
+			 0);
+	assert_int_equal(fi_mr_key(a), 42);
+	assert_non_null(fi_mr_desc(a));
+	assert_ptr_equal(a->fid.context, (void *)0x99);
+	assert_ptr_equal(opx_mr_find_locked(dom, 42), fi_mr_desc(a));
+	assert_null(opx_mr_find_locked(dom, 43));
+
+	/* Duplicate key. */
+	assert_int_equal(fi_mr_reg(o.domain, buf, 8, FI_SEND, 0, 42, 0, &b, NULL), -FI_ENOKEY);
+	/* Zero-length and distinct keys are fine. */
+	assert_int_equal(fi_mr_reg(o.domain, buf, 0, FI_SEND, 0, 43, 0, &b, NULL), 0);
+	assert_int_equal(fi_close(&a->fid), 0);
+	assert_null(opx_mr_find_locked(dom, 42));
+	/* The key is free again after close. */
+	assert_int_equal(fi_mr_reg(o.domain, buf, 8, FI_RECV, 0, 42, 0, &c, NULL), 0);
+	assert_int_equal(fi_close(&c->fid), 0);
+	assert_int_equal(fi_close(&b->fid), 0);
+	objs_close(&o);
+}
+
+static void test_mr_bad_args(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_mr *mr = NULL;
+	char buf[64];
+	struct iovec iov[OPX_IOV_LIMIT + 1];
+	struct fi_mr_attr attr;
+	size_t i;
+
+	objs_open(&o, 0);
+	for (i = 0; i < OPX_IOV_LIMIT + 1; i++) {
+		iov[i].iov_base = buf + i;
+		iov[i].iov_len = 1;
+	}
+	assert_int_equal(fi_mr_regv(o.domain, iov, OPX_IOV_LIMIT + 1, FI_SEND, 0, 1, 0, &mr, NULL),
+			 -FI_EINVAL);
+	assert_int_equal(fi_mr_regv(o.domain, NULL, 1, FI_SEND, 0, 1, 0, &mr, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(o.domain, NULL, 8, FI_SEND, 0, 1, 0, &mr, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(o.domain, buf, 8, 1ULL << 50, 0, 1, 0, &mr, NULL), -FI_EINVAL);
+	assert_int_equal(fi_mr_reg(o.domain, buf, 8, FI_SEND, 0, 1, 1ULL << 3, &mr, NULL),
+			 -FI_EBADFLAGS);
+	assert_int_equal(fi_mr_regattr(o.domain, NULL, 0, &mr), -FI_EINVAL);
+	memset(&attr, 0, sizeof(attr));
+	attr.mr_iov = iov;
+	attr.iov_count = 1;
+	attr.access = FI_SEND;
+	attr.requested_key = 5;
+	assert_int_equal(fi_mr_regattr(o.domain, &attr, 0, NULL), -FI_EINVAL);
+	/* Still usable. */
+	assert_int_equal(fi_mr_regattr(o.domain, &attr, 0, &mr), 0);
+	assert_int_equal(fi_mr_key(mr), 5);
+	assert_int_equal(fi_mr_regv(o.domain, iov, OPX_IOV_LIMIT, FI_SEND, 0, 1, 0, &mr, NULL), 0);
+	/* mr now names the regv region; close both through the domain list. */
+	{
+		struct opx_domain *dom = OPX_CONTAINER_OF(o.domain, struct opx_domain, domain_fid);
+		struct opx_mr *m5 = opx_mr_find_locked(dom, 5);
+
+		assert_non_null(m5);
+		assert_int_equal(fi_close(&m5->mr_fid.fid), 0);
+	}
+	assert_int_equal(fi_close(&mr->fid), 0);
+	objs_close(&o);
+}
+
+static void test_mr_prov_key(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_mr *a = NULL, *b = NULL;
+	char buf[64];
+
+	objs_open(&o, FI_MR_PROV_KEY);
+	assert_int_equal(fi_mr_reg(o.domain, buf, 8, FI_SEND, 0, 42, 0, &a, NULL), 0);
+	assert_int_equal(fi_mr_reg(o.domain, buf, 8, FI_SEND, 0, 42, 0, &b, NULL), 0);
+	assert_int_not_equal(fi_mr_key(a), fi_mr_key(b));
+	assert_int_equal(fi_close(&a->fid), 0);
+	assert_int_equal(fi_close(&b->fid), 0);
+	objs_close(&o);
+}
+
+/* ---------------------------------------------------------------------
+ * EQ.
+ */
+static void eq_setup(struct objs *o, struct fid_eq **eq, enum fi_wait_obj wait)
+{
+	struct fi_eq_attr attr = {.wait_obj = wait};
+
+	objs_open(o, 0);
+	assert_int_equal(fi_eq_open(o->fabric, &attr, eq, NULL), 0);
+}
+
+static void eq_teardown(struct objs *o, struct fid_eq *eq)
+{
+	assert_int_equal(fi_close(&eq->fid), 0);
+	objs_close(o);
+}
+
+static void test_eq_write_read(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_eq *eq;
+	struct fi_eq_entry in = {.fid = NULL, .context = (void *)0x77, .data = 5}, out;
+	uint32_t event = 0;
+	int fd = -1;
+
+	eq_setup(&o, &eq, FI_WAIT_FD);
+	assert_int_equal(fi_control(&eq->fid, FI_GETWAIT, &fd), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), FI_PEEK), sizeof(in));
+	assert_int_equal(event, FI_NOTIFY);
+	assert_ptr_equal(out.context, (void *)0x77);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(in));
+	assert_int_equal(out.data, 5);
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), 0), -FI_EAGAIN);
+	/* Too small a buffer leaves the event queued. */
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(fi_eq_read(eq, &event, &out, 4, 0), -FI_ETOOSMALL);
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(in));
+	eq_teardown(&o, eq);
+}
+
+static void test_eq_readerr(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_eq *eq;
+	struct fi_eq_err_entry err = {.context = (void *)0x5, .err = FI_EIO, .prov_errno = 3};
+	struct fi_eq_err_entry out;
+	struct fi_eq_entry ev;
+	uint32_t event;
+	char text[128];
+
+	eq_setup(&o, &eq, FI_WAIT_UNSPEC);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(fi_eq_readerr(eq, &out, 0), -FI_EAGAIN);
+	assert_int_equal(fi_eq_write(eq, 0, &err, sizeof(err), TEST_EQ_WRITE_ERR), sizeof(err));
+	assert_int_equal(fi_eq_read(eq, &event, &ev, sizeof(ev), 0), -FI_EAVAIL);
+	assert_int_equal(fi_eq_readerr(eq, &out, 0), sizeof(out));
+	assert_int_equal(out.err, FI_EIO);
+	assert_int_equal(out.prov_errno, 3);
+	assert_ptr_equal(out.context, (void *)0x5);
+	assert_int_equal(fi_eq_readerr(eq, &out, 0), -FI_EAGAIN);
+	assert_int_equal(fi_eq_read(eq, &event, &ev, sizeof(ev), 0), -FI_EAGAIN);
+	assert_non_null(fi_eq_strerror(eq, out.prov_errno, NULL, text, sizeof(text)));
+	assert_true(strlen(text) > 0);
+	assert_non_null(fi_eq_strerror(eq, FI_EIO, NULL, NULL, 0));
+	eq_teardown(&o, eq);
+}
+
+static long elapsed_ms(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000;
+}
+
+static void test_eq_sread(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_eq *eq;
+	struct fi_eq_entry ev = {.data = 9};
+	uint32_t event;
+	struct timespec t0;
+	long ms;
+
+	eq_setup(&o, &eq, FI_WAIT_FD);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(fi_eq_sread(eq, &event, &ev, sizeof(ev), 50, 0), -FI_EAGAIN);
+	ms = elapsed_ms(&t0);
+	assert_true(ms >= 45 && ms < 2000);
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &ev, sizeof(ev), 0), sizeof(ev));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(fi_eq_sread(eq, &event, &ev, sizeof(ev), 1000, 0), sizeof(ev));
+	assert_true(elapsed_ms(&t0) < 500);
+	assert_int_equal(fi_eq_sread(eq, &event, &ev, sizeof(ev), 0, 0), -FI_EAGAIN);
+	eq_teardown(&o, eq);
+}
+
+static void test_eq_bad_args(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_eq *eq = NULL;
+	struct fi_eq_attr attr = {.wait_obj = FI_WAIT_MUTEX_COND};
+	struct fi_eq_entry ev;
+	uint32_t event;
+	int fd;
+
+	objs_open(&o, 0);
+	assert_int_equal(fi_eq_open(o.fabric, &attr, &eq, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_eq_open(o.fabric, NULL, &eq, NULL), -FI_EINVAL);
+	objs_close(&o);
+
+	eq_setup(&o, &eq, FI_WAIT_NONE);
+	assert_int_equal(fi_eq_sread(eq, &event, &ev, sizeof(ev), 10, 0), -FI_EINVAL);
+	assert_int_equal(fi_control(&eq->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &ev, sizeof(ev), 1ULL << 2), -FI_EBADFLAGS);
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, NULL, 8, 0), -FI_EINVAL);
+	assert_int_equal(fi_eq_read(eq, &event, &ev, sizeof(ev), 1ULL << 2), -FI_EBADFLAGS);
+	assert_int_equal(fi_eq_readerr(eq, NULL, 0), -FI_EINVAL);
+	/* Still usable. */
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &ev, sizeof(ev), 0), sizeof(ev));
+	assert_int_equal(fi_eq_read(eq, &event, &ev, sizeof(ev), 0), sizeof(ev));
+	eq_teardown(&o, eq);
+}
+
+/* ---------------------------------------------------------------------
+ * The shared fixture itself, once the endpoint exists.
+ */
+static void test_fixture_env(void **state)
+{
+	(void)state;
+	struct fx_env e;
+	int ret = fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED);
+
+	if (ret == -FI_ENOSYS)
+		skip();
+	assert_int_equal(ret, 0);
+	assert_non_null(e.ep);
+	assert_int_not_equal(e.self, FI_ADDR_NOTAVAIL);
+	fx_close(&e);
+	assert_null(e.ep);
+}
+
+int main(void)
+{
+	static const char *const vars[] = {
+		"FI_OPX_UNITS",       "FI_OPX_UNIT",        "FI_OPX_MTU",        "FI_OPX_HDRQ_ENTRIES",
+		"FI_OPX_EAGER_RING_BYTES", "FI_OPX_INJECT_SIZE", "FI_OPX_EAGER_MAX",
+		"FI_OPX_UX_MAX_BYTES", "FI_OPX_JKEY",       "FI_OPX_SPIN_COUNT", "FI_OPX_SLEEP_MS",
+	};
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_prov_ini_idempotent),
+		cmocka_unit_test(test_param_defaults),
+		cmocka_unit_test(test_params_listed),
+		cmocka_unit_test(test_err_map),
+		cmocka_unit_test(test_null_hints),
+		cmocka_unit_test(test_info_fields_sane),
+		cmocka_unit_test(test_rejected_hints),
+		cmocka_unit_test(test_hint_threading),
+		cmocka_unit_test(test_hint_av_type),
+		cmocka_unit_test(test_hint_caps),
+		cmocka_unit_test(test_hint_ompi_mtl),
+		cmocka_unit_test(test_hint_names_match),
+		cmocka_unit_test(test_hint_mr_mode),
+		cmocka_unit_test(test_node_service_ignored),
+		cmocka_unit_test(test_fabric_open_close),
+		cmocka_unit_test(test_close_with_children_busy),
+		cmocka_unit_test(test_domain_open_args),
+		cmocka_unit_test(test_mr_reg),
+		cmocka_unit_test(test_mr_bad_args),
+		cmocka_unit_test(test_mr_prov_key),
+		cmocka_unit_test(test_eq_write_read),
+		cmocka_unit_test(test_eq_readerr),
+		cmocka_unit_test(test_eq_sread),
+		cmocka_unit_test(test_eq_bad_args),
+		cmocka_unit_test(test_fixture_env),
+	};
+	size_t i;
+
+	/* Parameters are read once per process: defaults are what we test. */
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
