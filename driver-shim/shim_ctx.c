@@ -218,7 +218,7 @@ static void shim_ctx_fill_info(const struct shim_ctx *ctx, struct hfi1_ctxt_info
 		cinfo->unit = rx->unit;
 		cinfo->ctxt = rx->ctx;
 		cinfo->subctxt = 0;
-		cinfo->rcvtids = 0; /* no expected receive yet */
+		cinfo->rcvtids = SHIM_TID_MAX;
 		cinfo->credits = shim_clamp16(ctx->egr_blocks); /* PIO credits: 64 B blocks */
 		cinfo->numa_node = (uint16_t)dev->units[rx->unit].numa_node;
 		cinfo->rec_cpu = 0xffff;
@@ -226,7 +226,7 @@ static void shim_ctx_fill_info(const struct shim_ctx *ctx, struct hfi1_ctxt_info
 		cinfo->egrtids = shim_clamp16((uint64_t)ctx->egr_blocks * SHIM_BLOCK / rx->mtu);
 		cinfo->rcvhdrq_cnt = shim_clamp16(ctx->hdrq_cnt);
 		cinfo->rcvhdrq_entsize = sizeof(struct shim_rhq_entry);
-		cinfo->sdma_ring_size = 0;
+		cinfo->sdma_ring_size = SHIM_SDMA_RING_DEFAULT;
 	}
 	if (binfo) {
 		memset(binfo, 0, sizeof(*binfo));
@@ -258,6 +258,9 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 		return -ENOMEM;
 	ctx->dev = dev;
 	ctx->sock_fd = -1;
+	ret = shim_tid_table_create(ctx);
+	if (ret)
+		goto err_free;
 	ctx->rx.unit = (uint16_t)unit;
 	ctx->hdrq_cnt = dev->params.hdrq_cnt;
 	ctx->egr_blocks = dev->params.egr_bytes / SHIM_BLOCK;
@@ -320,6 +323,7 @@ err_unlink:
 err_unlock:
 	close(lock_fd);
 err_free:
+	shim_tid_table_destroy(ctx);
 	free(ctx);
 	return ret;
 }
@@ -364,6 +368,7 @@ void shim_ctx_close(struct shim_ctx *ctx)
 	munmap(ctx->map, ctx->map_len);
 	if (ctx->sock_fd >= 0)
 		close(ctx->sock_fd);
+	shim_tid_table_destroy(ctx);
 	free(ctx);
 }
 

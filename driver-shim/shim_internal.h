@@ -57,7 +57,56 @@ struct shim_ctx {
 	uint32_t hdrq_cnt;
 	uint32_t egr_blocks;
 	char name[SHIM_NAME_MAX]; /* shm segment name */
+	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 };
+
+/* Expected receive table of a context, private to the owning process
+ * (shim_tid.c).  Created and destroyed with the context; destroy is safe
+ * on a context whose table was never created. */
+struct shim_tid_table;
+int shim_tid_table_create(struct shim_ctx *ctx);
+void shim_tid_table_destroy(struct shim_ctx *ctx);
+
+/* SDMA descriptor states and events (shim_sdma.c holds the transition
+ * table and its reasoning).  Here so unit tests can drive the state
+ * machine directly. */
+enum shim_sdma_state {
+	SHIM_SDMA_S0_FREE = 0,
+	SHIM_SDMA_S1_QUEUED = 1,
+	SHIM_SDMA_S2_RUNNING = 2,
+	SHIM_SDMA_S3_WAIT_CREDIT = 3,
+	SHIM_SDMA_S4_DONE = 4,
+	SHIM_SDMA_S5_ERROR = 5,
+};
+#define SHIM_SDMA_NSTATES 6
+
+enum shim_sdma_event {
+	E0_SUBMIT = 0,
+	E1_START = 1,
+	E2_PKT_SENT = 2,
+	E3_NO_CREDIT = 3,
+	E4_CREDIT_BACK = 4,
+	E5_LAST_SENT = 5,
+	E6_PEER_GONE = 6,
+	E7_REAPED = 7,
+};
+#define SHIM_SDMA_NEVENTS 8
+
+/* One request in the engine's descriptor ring. */
+struct shim_sdma_desc {
+	enum shim_sdma_state state;
+	int status;              /* 0 or -errno, reported at reap */
+	struct shim_peer *peer;
+	struct shim_sdma_req req; /* the caller's request, copied at submit */
+	uint64_t sent;           /* payload bytes published so far */
+	uint32_t iov_idx;        /* gather cursor: current iovec ... */
+	size_t iov_off;          /* ... and the offset inside it */
+	uint32_t credit_polls;   /* reservations refused while waiting */
+};
+
+/* Apply one event: 0, or -EPROTO for a transition the table does not
+ * allow (the descriptor is then marked S5 ERROR with status -EPROTO). */
+int shim_sdma_step(struct shim_sdma_desc *desc, enum shim_sdma_event ev);
 
 /* A peer as allocated by shim_peer_open(): the public view first, so the
  * pointer handed to the provider can be converted back. */

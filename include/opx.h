@@ -76,6 +76,7 @@ struct opx_params {
 	int jkey;             /* FI_OPX_JKEY (-1: derived from uid) */
 	int spin_count;       /* FI_OPX_SPIN_COUNT: empty polls before yielding */
 	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
+	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
 };
 extern struct opx_params opx_env;
 

@@ -28,7 +28,10 @@ enum opx_opcode {
 	OPX_OP_MP_FIRST,    /* multi-packet eager, first: p.u64[0] = total length */
 	OPX_OP_MP_NEXT,     /* multi-packet eager, next: p.u64[0] = offset */
 	OPX_OP_RTS,         /* rendezvous: p.u64[0] = length, p.u64[1] = cookie */
-	OPX_OP_DONE,        /* rendezvous done: p.u64[0] = cookie, p.u32[2] = status */
+	/* rendezvous control and data: handled in opx_rndv.c */
+	OPX_OP_DONE,        /* receiver pulled: p.u64[0] = cookie, p.u32[2] = status */
+	OPX_OP_CTS,         /* receiver wants a push: p.u64[0] = cookie, p.u64[1] = rx cookie */
+	OPX_OP_DATA,        /* pushed data (SDMA, TID placed): tag = rx cookie */
 	OPX_OP_MAX
 };
 
@@ -83,24 +86,45 @@ struct opx_ux {
 	uint8_t inl[64];
 };
 
-/* Rendezvous send waiting for DONE. */
+/* Rendezvous send waiting for DONE (pull) or for its SDMA pushes (CTS). */
 struct opx_rndv_tx {
+	struct opx_list link; /* ep->sdma_wait while the engine's ring is full */
 	void *context;
 	uint64_t flags;
-	uint64_t tag;
 	size_t len;
 	fi_addr_t dest;
+	struct shim_peer *peer;
+	size_t iov_count;
+	struct iovec iov[OPX_IOV_LIMIT];
+	uint64_t rx_cookie;
+	uint32_t cts_ntid;  /* nonzero once a CTS arrived */
+	uint32_t cts_next;  /* TID ranges handed to the engine */
+	uint32_t sdma_left; /* engine requests not yet reaped */
+	uint32_t tid[OPX_IOV_LIMIT];
+	uint64_t tid_len[OPX_IOV_LIMIT];
+	int err;
 	uint32_t gen;
 	bool busy;
 	struct opx_rndv_tx *next_free;
 };
 
-/* A control packet (DONE) that found no credits; retried on progress. */
-struct opx_ctl_pend {
-	struct opx_list link;
-	struct shim_peer *peer;
-	uint64_t cookie;
-	uint32_t status;
+/* Rendezvous receive waiting for pushed data (CTS path). */
+struct opx_rndv_rx {
+	struct opx_rx_req *req;
+	size_t off;
+	size_t cap;
+	size_t total;
+	size_t expect;
+	size_t placed;
+	uint64_t tag;
+	uint64_t data;
+	fi_addr_t src;
+	uint32_t tid[OPX_IOV_LIMIT];
+	uint32_t ntid;
+	uint32_t gen;
+	uint8_t pflags;
+	bool busy;
+	struct opx_rndv_rx *next_free;
 };
 
 /* Multi-packet eager reassembly in progress (at most one: the packets of a
@@ -125,7 +149,7 @@ struct opx_mp_state {
 /* Anonymous peers: senders not in our AV we must answer (DONE). */
 #define OPX_ANON_PEERS 16
 
-#define OPX_RNDV_SLOTS 4096
+#define OPX_RNDV_SLOTS 1024
 
 struct opx_ep {
 	struct fid_ep ep_fid;
@@ -155,7 +179,14 @@ struct opx_ep {
 	struct opx_rndv_tx *rndv;
 	struct opx_rndv_tx *rndv_free;
 	size_t rndv_busy;
-	struct opx_list ctl_pend;
+	struct opx_rndv_rx *rndv_rx;
+	struct opx_rndv_rx *rndv_rx_free;
+	struct shim_sdma *sdma;  /* opened on the first CTS */
+	size_t sdma_reqs;        /* submitted, not reaped */
+	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */
+	struct opx_list ctl_pend;  /* control packets waiting for credits */
+	struct opx_list sdma_wait; /* sends waiting for SDMA ring space */
+	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */
 
 	/* receive / matching */
 	struct opx_list posted_tag;
@@ -204,21 +235,33 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 int opx_ep_cancel_locked(struct opx_ep *ep, void *context);
 void opx_match_cleanup(struct opx_ep *ep);
 
-/* opx_rx.c: progress and rendezvous target side */
-void opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-		   struct opx_ux *ux);
-void opx_ep_send_done(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src,
-		      uint64_t cookie, uint32_t status);
-void opx_rx_cleanup(struct opx_ep *ep);
+/* opx_rx.c: progress */
+void opx_rx_drop(struct opx_ep *ep, const char *why);
 
 /* opx_msg.c: transmit core */
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			   uint64_t tag, uint64_t data, void *context, uint64_t flags,
 			   bool tagged);
+void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err);
+
+/* opx_rndv.c: rendezvous, both sides */
 int opx_rndv_init(struct opx_ep *ep);
 void opx_rndv_fini(struct opx_ep *ep);
-void opx_rndv_done(struct opx_ep *ep, uint64_t cookie, uint32_t status);
+int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov, size_t cnt,
+		  size_t len, uint64_t tag, uint64_t data, uint8_t pflags, void *context,
+		  uint64_t flags, fi_addr_t dest);
+int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+		   struct opx_ux *ux);
+void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
+int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
+void opx_rndv_progress(struct opx_ep *ep);
 void opx_rndv_check_peers(struct opx_ep *ep);
+
+static inline bool opx_rndv_pending(const struct opx_ep *ep)
+{
+	return ep->sdma_reqs || !opx_list_empty(&ep->ctl_pend) ||
+	       !opx_list_empty(&ep->sdma_wait) || !opx_list_empty(&ep->cts_defer);
+}
 
 /* Header of a packet this endpoint sends to peer. */
 static inline void opx_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,

@@ -43,7 +43,6 @@ static int opx_ep_close(struct fid *fid)
 	if (ep->av)
 		atomic_fetch_sub(&ep->av->refcnt, 1);
 	opx_match_cleanup(ep);
-	opx_rx_cleanup(ep);
 	opx_rndv_fini(ep);
 	opx_lock_release(&domain->lock);
 

@@ -64,6 +64,7 @@ struct opx_params opx_env = {
 	.jkey = OPX_DEF_JKEY,
 	.spin_count = OPX_DEF_SPIN_COUNT,
 	.sleep_ms = OPX_DEF_SLEEP_MS,
+	.rndv_cma = true,
 };
 
 /* fi_prov_ini may be called more than once in a process (the core loads
@@ -118,6 +119,12 @@ static void opx_params_define(void)
 	fi_param_define(&opx_prov, "SLEEP_MS", FI_PARAM_INT,
 			"Longest single sleep in a blocking wait, 1..%d ms (default: %d)",
 			OPX_MAX_SLEEP_MS, OPX_DEF_SLEEP_MS);
+	fi_param_define(&opx_prov, "RNDV_CMA", FI_PARAM_BOOL,
+			"Rendezvous pulls large messages with one Cross Memory Attach copy; "
+			"0 forces the SDMA/TID push path (two copies through shared memory), "
+			"which is also used automatically where CMA is not permitted "
+			"(default: %d)",
+			1);
 }
 
 /* Read one int parameter; an unset variable keeps the default silently,
@@ -190,6 +197,9 @@ static void opx_params_load(void)
 		p->jkey = opx_jkey_derive();
 	opx_param_int("SPIN_COUNT", &p->spin_count, 0, 1 << 30);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
+	int cma;
+	if (fi_param_get_bool(&opx_prov, "RNDV_CMA", &cma) == 0)
+		p->rndv_cma = cma != 0;
 	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
 }
 

@@ -242,8 +242,8 @@ void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux
 	size_t off = opx_req_claim(ep, req, ux->len, &cap);
 
 	if (ux->rndv) {
-		opx_rndv_pull(ep, req, off, cap, ux);
-		opx_ux_put(ep, ux);
+		if (!opx_rndv_match(ep, req, off, cap, ux))
+			opx_ux_put(ep, ux);
 		return;
 	}
 	if (ux->rcvd < ux->len) {
@@ -262,7 +262,7 @@ void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux
 static void opx_ux_discard(struct opx_ep *ep, struct opx_ux *ux)
 {
 	if (ux->rndv) {
-		opx_ep_send_done(ep, &ux->rts.src, ux->src, ux->cookie, 0);
+		opx_rndv_discard(ep, ux);
 		opx_ux_put(ep, ux);
 	} else if (ux->rcvd < ux->len) {
 		ux->discard = true; /* freed by the reassembly */

@@ -13,30 +13,7 @@
 
 #include "opx_ep.h"
 
-/* ---------------------------------------------------------------------
- * Rendezvous, initiator side: slots waiting for DONE.  A cookie is the
- * slot index plus a generation, so a stale or forged DONE is rejected.
- */
-int opx_rndv_init(struct opx_ep *ep)
-{
-	ep->rndv = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv));
-	if (!ep->rndv)
-		return -FI_ENOMEM;
-	for (size_t i = OPX_RNDV_SLOTS; i-- > 0;) {
-		ep->rndv[i].next_free = ep->rndv_free;
-		ep->rndv_free = &ep->rndv[i];
-	}
-	return 0;
-}
-
-void opx_rndv_fini(struct opx_ep *ep)
-{
-	free(ep->rndv);
-	ep->rndv = NULL;
-	ep->rndv_free = NULL;
-}
-
-static void opx_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
+void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
 {
 	uint64_t cflags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
 
@@ -50,89 +27,6 @@ static void opx_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size
 	if (ep->tx_cq && !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION)))
 		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	opx_cntr_inc(ep->send_cntr);
-}
-
-static void opx_rndv_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
-{
-	opx_tx_report(ep, t->context, t->flags, t->len, err);
-	t->busy = false;
-	t->gen++;
-	t->next_free = ep->rndv_free;
-	ep->rndv_free = t;
-	ep->rndv_busy--;
-}
-
-/* A receiver that died never answers: fail its pending rendezvous sends
- * instead of leaving them (and the application) waiting forever.  Called
- * from the idle path of progress, so it costs nothing while traffic flows. */
-void opx_rndv_check_peers(struct opx_ep *ep)
-{
-	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
-		struct opx_rndv_tx *t = &ep->rndv[i];
-		struct shim_peer *peer;
-
-		if (!t->busy)
-			continue;
-		if (opx_av_peer_locked(ep->av, t->dest, &peer) == 0 && shim_peer_alive(peer))
-			continue;
-		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
-		opx_rndv_release(ep, t, FI_EIO);
-	}
-}
-
-void opx_rndv_done(struct opx_ep *ep, uint64_t cookie, uint32_t status)
-{
-	uint32_t idx = (uint32_t)cookie;
-	struct opx_rndv_tx *t;
-
-	if (idx >= OPX_RNDV_SLOTS || !ep->rndv[idx].busy || ep->rndv[idx].gen != (cookie >> 32)) {
-		ep->rx_dropped++;
-		OPX_WARN(FI_LOG_EP_DATA, "rendezvous answer for an unknown send dropped\n");
-		return;
-	}
-	t = &ep->rndv[idx];
-	opx_rndv_release(ep, t, status ? FI_EIO : 0);
-}
-
-static int opx_send_rts(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
-			size_t cnt, size_t len, uint64_t tag, uint64_t data, uint8_t pflags,
-			void *context, uint64_t flags, fi_addr_t dest)
-{
-	struct opx_rndv_tx *t = ep->rndv_free;
-	struct opx_rts_payload *rts;
-	struct shim_rhq_entry *e;
-	struct shim_pio_resv r;
-	int rc;
-
-	if (!t)
-		return -EAGAIN;
-	rc = shim_pio_reserve(peer, 1, sizeof(*rts), &r);
-	if (rc)
-		return rc;
-	ep->rndv_free = t->next_free;
-	ep->rndv_busy++;
-	t->busy = true;
-	t->context = context;
-	t->flags = flags;
-	t->len = len;
-	t->tag = tag;
-	t->dest = dest;
-
-	rts = (struct opx_rts_payload *)r.egr;
-	rts->src = ep->addr;
-	rts->pid = ep->pid;
-	rts->iov_count = (uint32_t)cnt;
-	for (size_t i = 0; i < OPX_IOV_LIMIT; i++) {
-		rts->iov_base[i] = i < cnt ? (uint64_t)(uintptr_t)iov[i].iov_base : 0;
-		rts->iov_len[i] = i < cnt ? iov[i].iov_len : 0;
-	}
-	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
-		     data);
-	e->hdr.p.u64[0] = len;
-	e->hdr.p.u64[1] = ((uint64_t)t->gen << 32) | (uint64_t)(t - ep->rndv);
-	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
-	return 0;
 }
 
 static inline void opx_gather(uint8_t *dst, const struct iovec *iov, size_t cnt, size_t len)
@@ -230,8 +124,8 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		if (len <= opx_env.eager_max)
 			rc = opx_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
 		else
-			rc = opx_send_rts(ep, peer, iov, cnt, len, tag, data, pflags, context,
-					  flags, dest);
+			rc = opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context,
+					   flags, dest);
 		if (__builtin_expect(rc != -EAGAIN || attempt, 1))
 			break;
 		/* No credits: make progress (the peer may be waiting on us), retry once. */
@@ -240,7 +134,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (__builtin_expect(rc, 0))
 		return rc == -EAGAIN ? -FI_EAGAIN : opx_err_from_shim(rc);
 	if (len <= opx_env.eager_max)
-		opx_tx_report(ep, context, flags, len, 0);
+		opx_ep_tx_report(ep, context, flags, len, 0);
 	return 0;
 }
 

@@ -21,7 +21,7 @@
 
 typedef int (*opx_rx_handler)(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
-static void opx_rx_drop(struct opx_ep *ep, const char *why)
+void opx_rx_drop(struct opx_ep *ep, const char *why)
 {
 	ep->rx_dropped++;
 	atomic_fetch_add_explicit(&ep->rx->ctl->rx_dropped, 1, memory_order_relaxed);
@@ -226,17 +226,9 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	return 0;
 }
 
-static int opx_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
-{
-	(void)pay;
-	opx_rndv_done(ep, h->p.u64[0], h->p.u32[2]);
-	return 0;
-}
-
 static const opx_rx_handler opx_rx_table[OPX_OP_MAX] = {
 	[OPX_OP_EAGER] = opx_rx_eager,	  [OPX_OP_MP_FIRST] = opx_rx_mp_first,
 	[OPX_OP_MP_NEXT] = opx_rx_mp_next, [OPX_OP_RTS] = opx_rx_rts,
-	[OPX_OP_DONE] = opx_rx_done,
 };
 
 /* Returns -FI_EAGAIN when the packet must stay queued. */
@@ -262,10 +254,10 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	}
 	if (h->opcode == OPX_OP_EAGER)
 		return opx_rx_eager(ep, h, pay);
+	if (h->opcode >= OPX_OP_DONE)
+		return opx_rndv_rx_packet(ep, e, pay);
 	return opx_rx_table[h->opcode](ep, h, pay);
 }
-
-static void opx_ctl_retry(struct opx_ep *ep);
 
 void opx_ep_progress_locked(struct opx_ep *ep)
 {
@@ -274,8 +266,8 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 
 	if (!ep->enabled)
 		return;
-	if (__builtin_expect(!opx_list_empty(&ep->ctl_pend), 0))
-		opx_ctl_retry(ep);
+	if (__builtin_expect(opx_rndv_pending(ep), 0))
+		opx_rndv_progress(ep);
 	for (n = 0; n < OPX_PROGRESS_BATCH; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		if (!e)
@@ -292,171 +284,5 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 		if (ep->rndv_busy)
 			opx_rndv_check_peers(ep);
 		sched_yield();
-	}
-}
-
-/* ---------------------------------------------------------------------
- * Rendezvous, target side: pull the data once with Cross Memory Attach.
- */
-static ssize_t opx_cma_read(pid_t pid, struct iovec *liov, size_t lcnt, struct iovec *riov,
-			    size_t rcnt, size_t len)
-{
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t n = process_vm_readv(pid, liov, lcnt, riov, rcnt, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		done += (size_t)n;
-		if (done >= len)
-			break;
-		/* partial: advance both iovecs past n bytes */
-		struct iovec *v[2] = {liov, riov};
-		size_t *c[2] = {&lcnt, &rcnt};
-		for (int k = 0; k < 2; k++) {
-			size_t skip = (size_t)n;
-			while (*c[k] && skip >= v[k]->iov_len) {
-				skip -= v[k]->iov_len;
-				v[k]++;
-				(*c[k])--;
-			}
-			if (*c[k]) {
-				v[k]->iov_base = (uint8_t *)v[k]->iov_base + skip;
-				v[k]->iov_len -= skip;
-			}
-		}
-		liov = v[0];
-		riov = v[1];
-	}
-	return (ssize_t)done;
-}
-
-void opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-		   struct opx_ux *ux)
-{
-	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
-	size_t len = ux->len < cap ? ux->len : cap;
-	size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, len, liov);
-	size_t rcnt = 0, want = len;
-	uint32_t status = 0;
-	int err = 0;
-
-	for (uint32_t i = 0; i < ux->rts.iov_count && want; i++) {
-		size_t n = ux->rts.iov_len[i] < want ? ux->rts.iov_len[i] : want;
-		if (!n)
-			continue;
-		riov[rcnt].iov_base = (void *)(uintptr_t)ux->rts.iov_base[i];
-		riov[rcnt].iov_len = n;
-		rcnt++;
-		want -= n;
-	}
-	if (len) {
-		ssize_t n = opx_cma_read((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, len);
-		if (n < 0) {
-			OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from pid %u failed: %s\n",
-				 ux->rts.pid, strerror((int)-n));
-			err = FI_EIO;
-			status = FI_EIO;
-		}
-	}
-	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
-	opx_ep_send_done(ep, &ux->rts.src, ux->src, ux->cookie, status);
-}
-
-static struct shim_peer *opx_anon_peer(struct opx_ep *ep, const struct shim_addr *to)
-{
-	struct shim_peer *p;
-
-	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
-		p = ep->anon[i];
-		if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx &&
-		    p->addr.nonce == to->nonce && p->addr.host_id == to->host_id)
-			return p;
-	}
-	if (shim_peer_open(ep->domain->fabric->dev, to, &p))
-		return NULL;
-	size_t slot = ep->anon_next++ % OPX_ANON_PEERS;
-	if (ep->anon[slot])
-		shim_peer_close(ep->anon[slot]);
-	ep->anon[slot] = p;
-	return p;
-}
-
-static int opx_send_ctl(struct opx_ep *ep, struct shim_peer *peer, uint64_t cookie, uint32_t status)
-{
-	struct shim_pio_resv r;
-	struct shim_rhq_entry *e;
-	int rc = shim_pio_reserve(peer, 1, 0, &r);
-
-	if (rc)
-		return rc;
-	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_DONE, 0, 0, 0, 0, 0);
-	e->hdr.p.u64[0] = cookie;
-	e->hdr.p.u32[2] = status;
-	e->hdr.p.u32[3] = 0;
-	shim_pio_publish(peer, &r, 0, 0);
-	return 0;
-}
-
-void opx_ep_send_done(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src,
-		      uint64_t cookie, uint32_t status)
-{
-	struct shim_peer *peer = NULL;
-	struct opx_ctl_pend *p;
-
-	if (src == FI_ADDR_NOTAVAIL || opx_av_peer_locked(ep->av, src, &peer) ||
-	    peer->addr.nonce != to->nonce)
-		peer = opx_anon_peer(ep, to);
-	if (!peer) {
-		OPX_WARN(FI_LOG_EP_DATA, "cannot answer rendezvous: sender context gone\n");
-		return;
-	}
-	if (opx_list_empty(&ep->ctl_pend) && !opx_send_ctl(ep, peer, cookie, status))
-		return;
-	p = malloc(sizeof(*p));
-	if (!p) {
-		OPX_WARN(FI_LOG_EP_DATA, "out of memory queuing a rendezvous answer\n");
-		return;
-	}
-	p->peer = peer;
-	p->cookie = cookie;
-	p->status = status;
-	opx_list_insert_tail(&ep->ctl_pend, &p->link);
-}
-
-static void opx_ctl_retry(struct opx_ep *ep)
-{
-	struct opx_list *it, *tmp;
-
-	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
-	{
-		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
-		int rc = opx_send_ctl(ep, p->peer, p->cookie, p->status);
-		if (rc == -EAGAIN)
-			break;
-		opx_list_remove(&p->link);
-		free(p);
-	}
-}
-
-void opx_rx_cleanup(struct opx_ep *ep)
-{
-	struct opx_list *it, *tmp;
-
-	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
-	{
-		opx_list_remove(it);
-		free(OPX_CONTAINER_OF(it, struct opx_ctl_pend, link));
-	}
-	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
-		if (ep->anon[i])
-			shim_peer_close(ep->anon[i]);
-		ep->anon[i] = NULL;
 	}
 }

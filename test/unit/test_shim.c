@@ -1006,7 +1006,8 @@ static void test_hfi1_info(void **state)
 	assert_int_equal(ci.egrtids, T_EGR / T_MTU);
 	assert_int_equal(ci.rcvhdrq_cnt, T_HDRQ);
 	assert_int_equal(ci.rcvhdrq_entsize, 64);
-	assert_int_equal(ci.sdma_ring_size, 0);
+	assert_int_equal(ci.sdma_ring_size, SHIM_SDMA_RING_DEFAULT);
+	assert_int_equal(ci.rcvtids, SHIM_TID_MAX);
 
 	assert_int_equal(bi.hw_version, SHIM_ABI_VERSION);
 	assert_int_equal(bi.sw_version, (HFI1_USER_SWMAJOR << 16) | HFI1_USER_SWMINOR);

@@ -1,0 +1,636 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_rndv.c - the rendezvous protocol for messages above the eager limit.
+ *
+ *   sender                                  receiver
+ *   RTS {len, tag, data, iovec, cookie} --> match (or queue as unexpected:
+ *                                           a header, never the payload)
+ *   single copy (Cross Memory Attach):
+ *                                           process_vm_readv() straight from
+ *                                           the sender's buffers into the
+ *                                           receive buffer; complete
+ *   complete on DONE                   <--  DONE {cookie, status}
+ *
+ *   fallback (CMA not permitted, or FI_OPX_RNDV_CMA=0):
+ *                                           register the receive buffer for
+ *                                           expected receive (TID)
+ *   submit to the SDMA engine          <--  CTS {cookie, rx cookie, TIDs}
+ *   DATA packets (TID, offset)         -->  the shim places each payload at
+ *   complete when the engine reports        its offset; complete when all
+ *   the last packet published               bytes have landed
+ *
+ * Cookies are a slot index plus a generation, so a stale or forged cookie
+ * from the wire is rejected instead of followed.  Control packets (DONE,
+ * CTS) that find no credits wait on ep->ctl_pend and go out on progress.
+ */
+#include <stdlib.h>
+#include <sys/uio.h>
+
+#include "opx_ep.h"
+
+/* CTS payload: where the receiver wants the data. */
+struct opx_cts_payload {
+	uint32_t ntid;
+	uint32_t rsvd;
+	uint32_t tid[OPX_IOV_LIMIT];
+	uint64_t len[OPX_IOV_LIMIT];
+};
+static_assert(sizeof(struct opx_cts_payload) == 56, "cts payload layout");
+
+#define OPX_CTL_PAYLOAD_MAX 64
+
+struct opx_ctl_pend {
+	struct opx_list link;
+	struct shim_peer *peer;
+	uint8_t op;
+	uint64_t p0;
+	uint64_t p1;
+	uint32_t paylen;
+	uint8_t payload[OPX_CTL_PAYLOAD_MAX];
+};
+
+static inline uint64_t opx_cookie(uint32_t gen, size_t idx)
+{
+	return ((uint64_t)gen << 32) | (uint64_t)idx;
+}
+
+int opx_rndv_init(struct opx_ep *ep)
+{
+	ep->rndv = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv));
+	ep->rndv_rx = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv_rx));
+	if (!ep->rndv || !ep->rndv_rx) {
+		free(ep->rndv);
+		free(ep->rndv_rx);
+		return -FI_ENOMEM;
+	}
+	for (size_t i = OPX_RNDV_SLOTS; i-- > 0;) {
+		ep->rndv[i].next_free = ep->rndv_free;
+		ep->rndv_free = &ep->rndv[i];
+		ep->rndv_rx[i].next_free = ep->rndv_rx_free;
+		ep->rndv_rx_free = &ep->rndv_rx[i];
+		opx_list_init(&ep->rndv[i].link);
+	}
+	opx_list_init(&ep->ctl_pend);
+	opx_list_init(&ep->sdma_wait);
+	opx_list_init(&ep->cts_defer);
+	ep->cma_ok = opx_env.rndv_cma;
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Control packets.
+ */
+static int opx_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, uint64_t p0,
+		       uint64_t p1, const void *payload, uint32_t paylen)
+{
+	struct shim_pio_resv r = {0};
+	struct shim_rhq_entry *e;
+	int rc = shim_pio_reserve(peer, 1, paylen, &r);
+
+	if (rc)
+		return rc;
+	if (paylen)
+		memcpy(r.egr, payload, paylen);
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, op, 0, paylen, 0, 0, 0);
+	e->hdr.p.u64[0] = p0;
+	e->hdr.p.u64[1] = p1;
+	shim_pio_publish(peer, &r, 0, paylen ? shim_rhf_egr(peer, &r, 0) : 0);
+	return 0;
+}
+
+static void opx_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, uint64_t p0,
+			 uint64_t p1, const void *payload, uint32_t paylen)
+{
+	struct opx_ctl_pend *p;
+
+	if (opx_list_empty(&ep->ctl_pend) && !opx_ctl_try(ep, peer, op, p0, p1, payload, paylen))
+		return;
+	p = malloc(sizeof(*p));
+	if (!p) {
+		OPX_WARN(FI_LOG_EP_DATA, "out of memory queuing a control packet\n");
+		return;
+	}
+	p->peer = peer;
+	p->op = op;
+	p->p0 = p0;
+	p->p1 = p1;
+	p->paylen = paylen;
+	if (paylen)
+		memcpy(p->payload, payload, paylen);
+	opx_list_insert_tail(&ep->ctl_pend, &p->link);
+}
+
+static void opx_ctl_retry(struct opx_ep *ep)
+{
+	struct opx_list *it, *tmp;
+
+	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	{
+		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
+		if (opx_ctl_try(ep, p->peer, p->op, p->p0, p->p1, p->payload, p->paylen) == -EAGAIN)
+			break;
+		opx_list_remove(&p->link);
+		free(p);
+	}
+}
+
+/* The peer to answer a sender: its AV entry, or an anonymous mapping when
+ * the sender is not in our AV (FI_SOURCE-less receives still work). */
+static struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to,
+					fi_addr_t src)
+{
+	struct shim_peer *p = NULL;
+
+	if (src != FI_ADDR_NOTAVAIL && !opx_av_peer_locked(ep->av, src, &p) &&
+	    p->addr.nonce == to->nonce)
+		return p;
+	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
+		p = ep->anon[i];
+		if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx &&
+		    p->addr.nonce == to->nonce && p->addr.host_id == to->host_id)
+			return p;
+	}
+	if (shim_peer_open(ep->domain->fabric->dev, to, &p))
+		return NULL;
+	size_t slot = ep->anon_next++ % OPX_ANON_PEERS;
+	if (ep->anon[slot])
+		shim_peer_close(ep->anon[slot]);
+	ep->anon[slot] = p;
+	return p;
+}
+
+/* ---------------------------------------------------------------------
+ * Initiator.
+ */
+static void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
+{
+	opx_ep_tx_report(ep, t->context, t->flags, t->len, err);
+	opx_list_remove(&t->link);
+	t->busy = false;
+	t->gen++;
+	t->next_free = ep->rndv_free;
+	ep->rndv_free = t;
+	ep->rndv_busy--;
+}
+
+int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov, size_t cnt,
+		  size_t len, uint64_t tag, uint64_t data, uint8_t pflags, void *context,
+		  uint64_t flags, fi_addr_t dest)
+{
+	struct opx_rndv_tx *t = ep->rndv_free;
+	struct opx_rts_payload *rts;
+	struct shim_rhq_entry *e;
+	struct shim_pio_resv r = {0};
+	int rc;
+
+	if (!t)
+		return -EAGAIN;
+	rc = shim_pio_reserve(peer, 1, sizeof(*rts), &r);
+	if (rc)
+		return rc;
+	ep->rndv_free = t->next_free;
+	ep->rndv_busy++;
+	t->busy = true;
+	t->context = context;
+	t->flags = flags;
+	t->len = len;
+	t->dest = dest;
+	t->peer = peer;
+	t->iov_count = cnt;
+	for (size_t i = 0; i < cnt; i++)
+		t->iov[i] = iov[i];
+	t->sdma_left = 0;
+	t->cts_ntid = 0;
+	t->cts_next = 0;
+	t->err = 0;
+
+	rts = (struct opx_rts_payload *)r.egr;
+	rts->src = ep->addr;
+	rts->pid = ep->pid;
+	rts->iov_count = (uint32_t)cnt;
+	for (size_t i = 0; i < OPX_IOV_LIMIT; i++) {
+		rts->iov_base[i] = i < cnt ? (uint64_t)(uintptr_t)iov[i].iov_base : 0;
+		rts->iov_len[i] = i < cnt ? iov[i].iov_len : 0;
+	}
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
+		     data);
+	e->hdr.p.u64[0] = len;
+	e->hdr.p.u64[1] = opx_cookie(t->gen, (size_t)(t - ep->rndv));
+	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+	return 0;
+}
+
+static struct opx_rndv_tx *opx_rndv_tx_lookup(struct opx_ep *ep, uint64_t cookie)
+{
+	uint32_t idx = (uint32_t)cookie;
+
+	if (idx >= OPX_RNDV_SLOTS || !ep->rndv[idx].busy || ep->rndv[idx].gen != (cookie >> 32))
+		return NULL;
+	return &ep->rndv[idx];
+}
+
+static int opx_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
+
+	(void)pay;
+	if (!t || t->cts_ntid) {
+		opx_rx_drop(ep, "rendezvous DONE for an unknown send");
+		return 0;
+	}
+	opx_rndv_tx_release(ep, t, h->p.u32[2] ? FI_EIO : 0);
+	return 0;
+}
+
+/* Hand the CTS's TID ranges to the SDMA engine, as far as its ring allows. */
+static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
+{
+	size_t sent = 0;
+
+	for (uint32_t i = 0; i < t->cts_next; i++)
+		sent += t->tid_len[i];
+	while (t->cts_next < t->cts_ntid) {
+		struct shim_sdma_req req;
+		uint32_t i = t->cts_next;
+		int rc;
+
+		memset(&req.tmpl, 0, sizeof(req.tmpl));
+		opx_hdr_init(&req.tmpl, ep, t->peer, OPX_OP_DATA, 0, 0, 0, t->rx_cookie, 0);
+		req.iovcnt = (uint32_t)opx_iov_slice(t->iov, t->iov_count, sent, t->tid_len[i], req.iov);
+		req.tid = t->tid[i];
+		req.tid_off = 0;
+		req.len = t->tid_len[i];
+		req.cookie = opx_cookie(t->gen, (size_t)(t - ep->rndv));
+		rc = shim_sdma_submit(ep->sdma, t->peer, &req);
+		if (rc == -EAGAIN) {
+			if (opx_list_empty(&t->link))
+				opx_list_insert_tail(&ep->sdma_wait, &t->link);
+			return;
+		}
+		if (rc) {
+			t->err = FI_EIO;
+			t->cts_ntid = t->cts_next; /* nothing more will go */
+			break;
+		}
+		t->sdma_left++;
+		ep->sdma_reqs++;
+		t->cts_next++;
+		sent += t->tid_len[i];
+	}
+	opx_list_remove(&t->link);
+	if (!t->sdma_left)
+		opx_rndv_tx_release(ep, t, t->err);
+}
+
+static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
+	struct opx_cts_payload cts;
+	uint64_t sum = 0;
+
+	if (!t || t->cts_ntid || h->paylen != sizeof(cts)) {
+		opx_rx_drop(ep, "CTS for an unknown send");
+		return 0;
+	}
+	memcpy(&cts, pay, sizeof(cts));
+	if (cts.ntid > OPX_IOV_LIMIT) {
+		opx_rx_drop(ep, "CTS with too many TIDs");
+		return 0;
+	}
+	for (uint32_t i = 0; i < cts.ntid; i++)
+		sum += cts.len[i];
+	if (sum > t->len) {
+		opx_rx_drop(ep, "CTS longer than the message");
+		return 0;
+	}
+	if (!ep->sdma && shim_sdma_open(ep->shim, 0, &ep->sdma)) {
+		OPX_WARN(FI_LOG_EP_DATA, "no SDMA engine: failing a %zu-byte send\n", t->len);
+		opx_rndv_tx_release(ep, t, FI_EIO);
+		return 0;
+	}
+	if (!cts.ntid) { /* the receiver wants nothing (truncated to zero) */
+		opx_rndv_tx_release(ep, t, 0);
+		return 0;
+	}
+	t->rx_cookie = h->p.u64[1];
+	t->cts_ntid = cts.ntid;
+	for (uint32_t i = 0; i < cts.ntid; i++) {
+		t->tid[i] = cts.tid[i];
+		t->tid_len[i] = cts.len[i];
+	}
+	opx_rndv_tx_submit(ep, t);
+	return 0;
+}
+
+static void opx_sdma_reap_all(struct opx_ep *ep)
+{
+	uint64_t cookie;
+	int status;
+
+	shim_sdma_progress(ep->sdma);
+	while (shim_sdma_reap(ep->sdma, &cookie, &status) == 1) {
+		struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, cookie);
+
+		ep->sdma_reqs--;
+		if (!t || !t->sdma_left)
+			continue;
+		if (status)
+			t->err = FI_EIO;
+		if (--t->sdma_left == 0 && t->cts_next == t->cts_ntid)
+			opx_rndv_tx_release(ep, t, t->err);
+	}
+}
+
+/* A receiver that died never answers: fail its pending rendezvous sends
+ * instead of leaving them (and the application) waiting forever.  Called
+ * from the idle path of progress, so it costs nothing while traffic flows. */
+void opx_rndv_check_peers(struct opx_ep *ep)
+{
+	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
+		struct opx_rndv_tx *t = &ep->rndv[i];
+
+		if (!t->busy || t->sdma_left || shim_peer_alive(t->peer))
+			continue;
+		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
+		opx_rndv_tx_release(ep, t, FI_EIO);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Target.
+ */
+static ssize_t opx_cma_read(pid_t pid, struct iovec *liov, size_t lcnt, struct iovec *riov,
+			    size_t rcnt, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = process_vm_readv(pid, liov, lcnt, riov, rcnt, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+		if (done >= len)
+			break;
+		/* partial (a huge transfer): advance both iovecs past n bytes */
+		struct iovec *v[2] = {liov, riov};
+		size_t *c[2] = {&lcnt, &rcnt};
+		for (int k = 0; k < 2; k++) {
+			size_t skip = (size_t)n;
+			while (*c[k] && skip >= v[k]->iov_len) {
+				skip -= v[k]->iov_len;
+				v[k]++;
+				(*c[k])--;
+			}
+			if (*c[k]) {
+				v[k]->iov_base = (uint8_t *)v[k]->iov_base + skip;
+				v[k]->iov_len -= skip;
+			}
+		}
+		liov = v[0];
+		riov = v[1];
+	}
+	return (ssize_t)done;
+}
+
+/* 0 done (completed, DONE sent), -EPERM/-ENOSYS: CMA not permitted here. */
+static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+			 struct opx_ux *ux)
+{
+	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
+	size_t len = ux->len < cap ? ux->len : cap;
+	size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, len, liov);
+	size_t rcnt = 0, want = len;
+	uint32_t status = 0;
+	int err = 0;
+
+	for (uint32_t i = 0; i < ux->rts.iov_count && want; i++) {
+		size_t n = ux->rts.iov_len[i] < want ? ux->rts.iov_len[i] : want;
+		if (!n)
+			continue;
+		riov[rcnt].iov_base = (void *)(uintptr_t)ux->rts.iov_base[i];
+		riov[rcnt].iov_len = n;
+		rcnt++;
+		want -= n;
+	}
+	if (len) {
+		ssize_t n = opx_cma_read((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, len);
+		if (n == -EPERM || n == -ENOSYS)
+			return (int)n;
+		if (n < 0) {
+			OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from pid %u failed: %s\n",
+				 ux->rts.pid, strerror((int)-n));
+			err = FI_EIO;
+			status = FI_EIO;
+		}
+	}
+	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
+	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
+	if (peer)
+		opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, status, NULL, 0);
+	else
+		OPX_WARN(FI_LOG_EP_DATA, "cannot answer rendezvous: sender context gone\n");
+	return 0;
+}
+
+static void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x)
+{
+	for (uint32_t i = 0; i < x->ntid; i++)
+		shim_tid_release(ep->shim, x->tid[i]);
+	x->busy = false;
+	x->gen++;
+	x->next_free = ep->rndv_rx_free;
+	ep->rndv_rx_free = x;
+}
+
+/* Fallback: register the receive buffer and ask the sender to push.
+ * -FI_EAGAIN: no slot or TID now (retried from progress). */
+static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+			struct opx_ux *ux)
+{
+	struct opx_rndv_rx *x = ep->rndv_rx_free;
+	struct opx_cts_payload cts = {0};
+	struct iovec liov[OPX_IOV_LIMIT];
+	size_t expect = ux->len < cap ? ux->len : cap;
+	size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, expect, liov);
+	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
+
+	if (!peer) {
+		OPX_WARN(FI_LOG_EP_DATA, "rendezvous sender context gone\n");
+		opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src,
+				FI_EIO);
+		return 0;
+	}
+	if (!x)
+		return -FI_EAGAIN;
+	x->ntid = 0;
+	for (size_t i = 0; i < lcnt; i++) {
+		if (shim_tid_register(ep->shim, liov[i].iov_base, liov[i].iov_len, &x->tid[i])) {
+			while (x->ntid)
+				shim_tid_release(ep->shim, x->tid[--x->ntid]);
+			return -FI_EAGAIN; /* TID table full of live receives */
+		}
+		x->ntid++;
+		cts.tid[i] = x->tid[i];
+		cts.len[i] = liov[i].iov_len;
+	}
+	cts.ntid = x->ntid;
+	ep->rndv_rx_free = x->next_free;
+	x->busy = true;
+	x->req = req;
+	x->off = off;
+	x->cap = cap;
+	x->total = ux->len;
+	x->expect = expect;
+	x->placed = 0;
+	x->tag = ux->tag;
+	x->data = ux->data;
+	x->pflags = ux->pflags;
+	x->src = ux->src;
+	opx_ctl_send(ep, peer, OPX_OP_CTS, ux->cookie, opx_cookie(x->gen, (size_t)(x - ep->rndv_rx)),
+		     &cts, sizeof(cts));
+	if (!expect) {
+		opx_rx_complete(ep, req, off, cap, x->total, x->tag, x->data, x->pflags, x->src, 0);
+		opx_rndv_rx_free(ep, x);
+	}
+	return 0;
+}
+
+/* A receive matched a rendezvous message.  Returns 0 when the unexpected
+ * descriptor can be freed, -FI_EAGAIN when it waits on ep->cts_defer. */
+int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+		   struct opx_ux *ux)
+{
+	int rc;
+
+	if (ep->cma_ok) {
+		rc = opx_rndv_pull(ep, req, off, cap, ux);
+		if (!rc)
+			return 0;
+		OPX_WARN(FI_LOG_EP_DATA,
+			 "cross memory attach not permitted (%s): using the SDMA/TID path\n",
+			 strerror(-rc));
+		ep->cma_ok = false;
+	}
+	rc = opx_rndv_cts(ep, req, off, cap, ux);
+	if (rc) {
+		ux->waiting = req;
+		ux->waiting_off = off;
+		ux->waiting_cap = cap;
+		opx_list_insert_tail(&ep->cts_defer, &ux->link);
+	}
+	return rc;
+}
+
+static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
+{
+	const struct shim_pkt_hdr *h = &e->hdr;
+	uint32_t idx = (uint32_t)h->tag;
+	struct opx_rndv_rx *x;
+	bool ours = false;
+
+	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
+	    ep->rndv_rx[idx].gen != (h->tag >> 32) || !(e->rhf & SHIM_RHF_TID)) {
+		opx_rx_drop(ep, "DATA for an unknown receive");
+		return 0;
+	}
+	x = &ep->rndv_rx[idx];
+	for (uint32_t i = 0; i < x->ntid; i++)
+		ours |= x->tid[i] == h->p.u32[0];
+	if (!ours || x->placed + h->paylen > x->expect || shim_ctx_tid_place(ep->shim, e)) {
+		opx_rx_drop(ep, "DATA outside its receive");
+		return 0;
+	}
+	x->placed += h->paylen;
+	if (x->placed == x->expect) {
+		opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
+				x->src, 0);
+		opx_rndv_rx_free(ep, x);
+	}
+	return 0;
+}
+
+int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
+{
+	switch (e->hdr.opcode) {
+	case OPX_OP_DONE:
+		return opx_rx_done(ep, &e->hdr, pay);
+	case OPX_OP_CTS:
+		return opx_rx_cts(ep, &e->hdr, pay);
+	case OPX_OP_DATA:
+		return opx_rx_data(ep, e);
+	default:
+		opx_rx_drop(ep, "unknown rendezvous opcode");
+		return 0;
+	}
+}
+
+/* Deferred work: control packets, SDMA, receives waiting for TIDs. */
+void opx_rndv_progress(struct opx_ep *ep)
+{
+	struct opx_list *it, *tmp;
+
+	if (!opx_list_empty(&ep->ctl_pend))
+		opx_ctl_retry(ep);
+	if (ep->sdma_reqs)
+		opx_sdma_reap_all(ep);
+	opx_list_foreach_safe(&ep->sdma_wait, it, tmp)
+	{
+		opx_rndv_tx_submit(ep, OPX_CONTAINER_OF(it, struct opx_rndv_tx, link));
+	}
+	opx_list_foreach_safe(&ep->cts_defer, it, tmp)
+	{
+		struct opx_ux *ux = OPX_CONTAINER_OF(it, struct opx_ux, link);
+		opx_list_remove(&ux->link);
+		if (opx_rndv_cts(ep, ux->waiting, ux->waiting_off, ux->waiting_cap, ux)) {
+			opx_list_insert_head(&ep->cts_defer, &ux->link);
+			break;
+		}
+		opx_ux_put(ep, ux);
+	}
+}
+
+/* FI_DISCARD of a rendezvous message: the sender completes normally. */
+void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux)
+{
+	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
+
+	if (peer)
+		opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, 0, NULL, 0);
+}
+
+void opx_rndv_fini(struct opx_ep *ep)
+{
+	struct opx_list *it, *tmp;
+
+	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	{
+		opx_list_remove(it);
+		free(OPX_CONTAINER_OF(it, struct opx_ctl_pend, link));
+	}
+	opx_list_foreach_safe(&ep->cts_defer, it, tmp)
+	{
+		opx_list_remove(it);
+		opx_ux_put(ep, OPX_CONTAINER_OF(it, struct opx_ux, link));
+	}
+	if (ep->sdma)
+		shim_sdma_close(ep->sdma);
+	ep->sdma = NULL;
+	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
+		if (ep->anon[i])
+			shim_peer_close(ep->anon[i]);
+		ep->anon[i] = NULL;
+	}
+	free(ep->rndv);
+	free(ep->rndv_rx);
+	ep->rndv = NULL;
+	ep->rndv_rx = NULL;
+	ep->rndv_free = NULL;
+	ep->rndv_rx_free = NULL;
+}
