@@ -1,0 +1,131 @@
+#!/bin/bash
+# Build and run the opx MPI integration tests.
+#
+# Usage: bash test/mpi/run_mpi_tests.sh
+# Environment:
+#   PROV=opx|shm|tcp   libfabric provider for pml cm + mtl ofi (default opx)
+#   MPI_MODE=ob1       use Open MPI's own ob1/vader path instead (no libfabric)
+#   OPX_BUILD_DIR      automake build dir; programs go to $OPX_BUILD_DIR/test/mpi
+#                      and opx is loaded from $OPX_BUILD_DIR/.libs
+#   FI_PROVIDER_PATH   overrides where libopx-fi.so is looked for
+#   FI_LOG_LEVEL       passed through to the ranks
+#   NPS="2 4"          rank counts to run;  TESTS="mpi_ring ..." subset
+#   STRICT=1           count known provider bugs (see XFAIL below) as failures
+#   TEST_TIMEOUT=300   per-run timeout in seconds
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+prov=${PROV:-opx}
+mode=${MPI_MODE:-cm}
+nps=${NPS:-"2 4"}
+tests=${TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_pingpong"}
+tmo=${TEST_TIMEOUT:-300}
+
+if [ -n "${OPX_BUILD_DIR:-}" ]; then
+	bindir=$OPX_BUILD_DIR/test/mpi
+	mkdir -p "$bindir" || exit 1
+else
+	bindir=$(mktemp -d /tmp/opx-mpi-tests.XXXXXX) || exit 1
+	trap 'rm -rf "$bindir"' EXIT
+fi
+
+echo "# building MPI tests into $bindir"
+for t in $tests; do
+	if ! mpicc -O2 -Wall -Wextra -Werror -o "$bindir/$t" "$here/$t.c"; then
+		echo "FAIL: cannot build $t"
+		exit 1
+	fi
+done
+
+args=(--oversubscribe)
+[ "$(id -u)" = 0 ] && args+=(--allow-run-as-root)
+# Known bugs of libfabric 1.17's own providers (not of the tests): the
+# tests are validated with MPI_MODE=ob1 and PROV=tcp.  shm hangs in
+# MPI_Recv after MPI_Probe (FI_PEEK path) and delivers messages of
+# different protocols out of order (MPI non-overtaking violated).
+xfail=""
+if [ "$mode" = ob1 ]; then
+	args+=(-mca pml ob1 -mca btl self,vader)
+	label="ob1/vader"
+else
+	# Debian's openmpi-mca-params.conf has "mtl = ^ofi"; the command line
+	# wins.  The ofi MTL excludes shm/tcp by default, so name the
+	# provider explicitly.
+	args+=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$prov"
+	       -mca btl '^openib' -x "FI_PROVIDER=$prov")
+	label="cm/ofi FI_PROVIDER=$prov"
+	if [ "$prov" = opx ]; then
+		: "${FI_PROVIDER_PATH:=${OPX_BUILD_DIR:-}/.libs}"
+		if [ ! -e "$FI_PROVIDER_PATH/libopx-fi.so" ]; then
+			echo "FAIL: $FI_PROVIDER_PATH/libopx-fi.so not found" \
+			     "(set OPX_BUILD_DIR or FI_PROVIDER_PATH)"
+			exit 1
+		fi
+		export FI_PROVIDER_PATH
+	fi
+	[ -n "${FI_PROVIDER_PATH:-}" ] && args+=(-x FI_PROVIDER_PATH)
+	if [ "$prov" = shm ]; then
+		# shm advertises neither FI_LOCAL_COMM nor FI_REMOTE_COMM,
+		# which the MTL always requests; see fi_local_only_preload.c.
+		if ! gcc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -shared \
+		     -fPIC -o "$bindir/fi_local_only_preload.so" \
+		     "$here/fi_local_only_preload.c" -lfabric -ldl; then
+			echo "FAIL: cannot build fi_local_only_preload.so"
+			exit 1
+		fi
+		args+=(-x "LD_PRELOAD=$bindir/fi_local_only_preload.so")
+		xfail="mpi_probe mpi_wildcard"
+	fi
+fi
+[ -n "${FI_LOG_LEVEL:-}" ] && args+=(-x FI_LOG_LEVEL)
+[ -n "${FI_LOG_PROV:-}" ] && args+=(-x FI_LOG_PROV)
+[ "${STRICT:-0}" = 1 ] && xfail=""
+
+# Crash dumps (*.btr, core) go to the scratch dir, never the source tree.
+cd "$bindir" || exit 1
+pass=0 fail=0 xf=0
+failed=""
+echo "# MPI tests over $label, ranks: $nps"
+for np in $nps; do
+	for t in $tests; do
+		targs=()
+		[ "$t" = mpi_pingpong ] && targs=(-q)
+		log="$bindir/$t.np$np.log"
+		start=$(date +%s)
+		timeout -k 10 "$tmo" mpirun -np "$np" "${args[@]}" \
+			"$bindir/$t" "${targs[@]}" >"$log" 2>&1
+		rc=$?
+		secs=$(( $(date +%s) - start ))
+		if [ $rc = 0 ] && grep -q "^PASS $t" "$log"; then
+			pass=$((pass + 1))
+			echo "ok   $t np=$np (${secs}s)"
+			[ "$t" = mpi_pingpong ] && [ "$np" = 2 ] && \
+				grep -v '^PASS' "$log" | sed 's/^/     /'
+			continue
+		fi
+		why="exit $rc"
+		[ $rc = 124 ] && why="timeout after ${tmo}s"
+		if [[ " $xfail " == *" $t "* ]]; then
+			xf=$((xf + 1))
+			echo "xfail $t np=$np ($why, ${secs}s): known $prov provider bug"
+		else
+			fail=$((fail + 1))
+			failed="$failed $t/np$np"
+			echo "FAIL $t np=$np ($why, ${secs}s); log:"
+		fi
+		# The test's own FAIL line, or else whatever mpirun said last
+		# (e.g. "PML cm cannot be selected" when the provider is absent).
+		if grep -qE 'FAIL|alarm|cannot be selected' "$log"; then
+			grep -E 'FAIL|alarm|cannot be selected' "$log" | head -n 5
+		else
+			grep -v '^[- ]*$' "$log" | tail -n 5
+		fi | sed 's/^/     /'
+	done
+done
+[ -n "$failed" ] && echo "# $label: failed:$failed"
+if [ $xf -gt 0 ]; then
+	echo "$pass passed, $fail failed ($xf expected failures)"
+else
+	echo "$pass passed, $fail failed"
+fi
+[ $fail = 0 ]
