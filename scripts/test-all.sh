@@ -92,4 +92,16 @@ echo "==================== test-all summary ===================="
 for s in "${passed[@]}"; do echo "PASS: $s"; done
 for s in "${failed[@]}"; do echo "FAIL: $s"; done
 echo "elapsed ${SECONDS}s"
+# One closing line over every test that ran (automake's per-build totals).
+npass=0
+nfail=0
+for log in "$REPO"/build-check/test-suite.log "$REPO"/build-asan/test-suite.log; do
+	[ -f "$log" ] || continue
+	p=$(awk '/^# PASS:/ {print $3; exit}' "$log")
+	f=$(awk '/^# (FAIL|ERROR):/ {s += $3} END {print s + 0}' "$log")
+	npass=$((npass + ${p:-0}))
+	nfail=$((nfail + ${f:-0}))
+done
+nfail=$((nfail + ${#failed[@]}))
+echo "$npass passed, $nfail failed"
 [ ${#failed[@]} -eq 0 ]
