@@ -204,6 +204,10 @@ struct opx_pset {
 int opx_pset_add(struct opx_pset *ps, struct opx_ep *ep);
 void opx_pset_remove(struct opx_pset *ps, struct opx_ep *ep);
 void opx_pset_free(struct opx_pset *ps);
+/* Attach/detach an endpoint and its wait fd (epoll_fd < 0: no wait fd);
+ * detach returns whether the endpoint was attached.  Lock held. */
+int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep);
+bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep);
 void opx_pset_progress_locked(struct opx_pset *ps);
 /* Block until done(arg) is true or timeout_ms (<0: forever) passes,
  * progressing the set; spins, then yields, then sleeps on the endpoints'

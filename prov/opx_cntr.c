@@ -167,36 +167,6 @@ static struct fi_ops_cntr opx_cntr_ops = {
  * Endpoint attach: called from the endpoint's bind/close without the
  * domain lock, so these take it.
  */
-static bool opx_cntr_has_ep(const struct opx_cntr *c, const struct opx_ep *ep)
-{
-	for (size_t i = 0; i < c->pset.count; i++) {
-		if (c->pset.eps[i] == ep)
-			return true;
-	}
-	return false;
-}
-
-static int opx_cntr_attach_locked(struct opx_cntr *cntr, struct opx_ep *ep)
-{
-	bool first = !opx_cntr_has_ep(cntr, ep);
-	int ret = opx_pset_add(&cntr->pset, ep);
-
-	if (ret)
-		return ret;
-	if (first && cntr->epoll_fd >= 0) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
-
-		if (epoll_ctl(cntr->epoll_fd, EPOLL_CTL_ADD, opx_ep_wait_fd(ep), &ev)) {
-			ret = opx_err_from_shim(-errno);
-			OPX_WARN(FI_LOG_CNTR, "cannot add endpoint wait fd: %d\n", errno);
-			opx_pset_remove(&cntr->pset, ep);
-			return ret;
-		}
-	}
-	atomic_fetch_add(&cntr->refcnt, 1);
-	return 0;
-}
-
 int opx_cntr_attach_ep(struct opx_cntr *cntr, struct opx_ep *ep)
 {
 	int ret;
@@ -204,7 +174,9 @@ int opx_cntr_attach_ep(struct opx_cntr *cntr, struct opx_ep *ep)
 	if (!cntr || !ep)
 		return -FI_EINVAL;
 	opx_lock_acquire(&cntr->domain->lock);
-	ret = opx_cntr_attach_locked(cntr, ep);
+	ret = opx_pset_attach_locked(&cntr->pset, cntr->epoll_fd, ep);
+	if (!ret)
+		atomic_fetch_add(&cntr->refcnt, 1);
 	opx_lock_release(&cntr->domain->lock);
 	return ret;
 }
@@ -214,12 +186,8 @@ void opx_cntr_detach_ep(struct opx_cntr *cntr, struct opx_ep *ep)
 	if (!cntr || !ep)
 		return;
 	opx_lock_acquire(&cntr->domain->lock);
-	if (opx_cntr_has_ep(cntr, ep)) {
-		opx_pset_remove(&cntr->pset, ep);
-		if (cntr->epoll_fd >= 0 && !opx_cntr_has_ep(cntr, ep))
-			(void)epoll_ctl(cntr->epoll_fd, EPOLL_CTL_DEL, opx_ep_wait_fd(ep), NULL);
+	if (opx_pset_detach_locked(&cntr->pset, cntr->epoll_fd, ep))
 		atomic_fetch_sub(&cntr->refcnt, 1);
-	}
 	opx_lock_release(&cntr->domain->lock);
 }
 

@@ -412,36 +412,6 @@ static struct fi_ops_cq opx_cq_ops = {
  * domain lock (control path), so these take it.  An endpoint attached
  * twice is progressed and polled once, and in the epoll set once.
  */
-static bool opx_cq_has_ep(const struct opx_cq *cq, const struct opx_ep *ep)
-{
-	for (size_t i = 0; i < cq->pset.count; i++) {
-		if (cq->pset.eps[i] == ep)
-			return true;
-	}
-	return false;
-}
-
-static int opx_cq_attach_locked(struct opx_cq *cq, struct opx_ep *ep)
-{
-	bool first = !opx_cq_has_ep(cq, ep);
-	int ret = opx_pset_add(&cq->pset, ep);
-
-	if (ret)
-		return ret;
-	if (first && cq->epoll_fd >= 0) {
-		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
-
-		if (epoll_ctl(cq->epoll_fd, EPOLL_CTL_ADD, opx_ep_wait_fd(ep), &ev)) {
-			ret = opx_err_from_shim(-errno);
-			OPX_WARN(FI_LOG_CQ, "cannot add endpoint wait fd: %d\n", errno);
-			opx_pset_remove(&cq->pset, ep);
-			return ret;
-		}
-	}
-	atomic_fetch_add(&cq->refcnt, 1);
-	return 0;
-}
-
 int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep)
 {
 	int ret;
@@ -449,7 +419,9 @@ int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep)
 	if (!cq || !ep)
 		return -FI_EINVAL;
 	opx_lock_acquire(&cq->domain->lock);
-	ret = opx_cq_attach_locked(cq, ep);
+	ret = opx_pset_attach_locked(&cq->pset, cq->epoll_fd, ep);
+	if (!ret)
+		atomic_fetch_add(&cq->refcnt, 1);
 	opx_lock_release(&cq->domain->lock);
 	return ret;
 }
@@ -459,12 +431,8 @@ void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep)
 	if (!cq || !ep)
 		return;
 	opx_lock_acquire(&cq->domain->lock);
-	if (opx_cq_has_ep(cq, ep)) {
-		opx_pset_remove(&cq->pset, ep);
-		if (cq->epoll_fd >= 0 && !opx_cq_has_ep(cq, ep))
-			(void)epoll_ctl(cq->epoll_fd, EPOLL_CTL_DEL, opx_ep_wait_fd(ep), NULL);
+	if (opx_pset_detach_locked(&cq->pset, cq->epoll_fd, ep))
 		atomic_fetch_sub(&cq->refcnt, 1);
-	}
 	opx_lock_release(&cq->domain->lock);
 }
 

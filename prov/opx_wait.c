@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/epoll.h>
+
 #include "opx.h"
 
 /* Shared by opx_cq.c, opx_cntr.c and opx_wait.c, repeated in each until
@@ -65,6 +67,47 @@ void opx_pset_remove(struct opx_pset *ps, struct opx_ep *ep)
 		ps->count--;
 		return;
 	}
+}
+
+/* An endpoint attached twice is progressed once and sits in the epoll
+ * set (epoll_fd >= 0: FI_WAIT_FD) once. */
+static bool opx_pset_has(const struct opx_pset *ps, const struct opx_ep *ep)
+{
+	for (size_t i = 0; i < ps->count; i++) {
+		if (ps->eps[i] == ep)
+			return true;
+	}
+	return false;
+}
+
+int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
+{
+	bool first = !opx_pset_has(ps, ep);
+	int ret = opx_pset_add(ps, ep);
+
+	if (ret)
+		return ret;
+	if (first && epoll_fd >= 0) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
+
+		if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, opx_ep_wait_fd(ep), &ev)) {
+			ret = opx_err_from_shim(-errno);
+			OPX_WARN(FI_LOG_CQ, "cannot add endpoint wait fd: %d\n", errno);
+			opx_pset_remove(ps, ep);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
+{
+	if (!opx_pset_has(ps, ep))
+		return false;
+	opx_pset_remove(ps, ep);
+	if (epoll_fd >= 0 && !opx_pset_has(ps, ep))
+		(void)epoll_ctl(epoll_fd, EPOLL_CTL_DEL, opx_ep_wait_fd(ep), NULL);
+	return true;
 }
 
 void opx_pset_free(struct opx_pset *ps)
