@@ -22,6 +22,9 @@
 #   BENCH_RATE_ITERS  opx_msgrate windows (default 2000)
 #   BENCH_REPEAT      runs per figure; the best is reported (default 3)
 #   BENCH_DEADLINE    seconds for the whole script (default 170)
+#   BENCH_LARGE=1     afterwards, run scripts/bench-large.sh too (16 KiB ..
+#                     16 MiB bandwidth and latency, also under Open MPI;
+#                     about 4.5 more minutes)
 set -u
 
 # Default build directory: the current one when it holds a build (make
@@ -186,3 +189,8 @@ done
 echo
 echo "(latency ratio < 1 means $p0 is faster; rate ratio > 1 means $p0 is faster)"
 echo "elapsed ${SECONDS}s"
+
+if [ "${BENCH_LARGE:-0}" = 1 ]; then
+	echo
+	OPX_BUILD_DIR=$OPX_BUILD_DIR bash "$(dirname "${BASH_SOURCE[0]}")/bench-large.sh"
+fi

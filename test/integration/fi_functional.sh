@@ -1,12 +1,16 @@
 #!/bin/bash
 # Run the two-process libfabric functional suite (opx_fi_test) for a
 # provider (default opx).  Uses the automake-built binary when present,
-# otherwise compiles test/integration/opx_fi_test.c into a temp dir.
+# otherwise compiles test/integration/opx_fi_{test,subtests}.c into a
+# temp dir.  For opx the suite runs once per rendezvous path: the default
+# (single-copy Cross Memory Attach pull) and FI_OPX_RNDV_CMA=0 (SDMA/TID
+# push), since every message above the eager limit takes one or the other.
 #
 #   PROV=opx|shm|tcp     provider (default opx); extra args go to the program
 #   OPX_BUILD_DIR        automake build dir (binary + .libs/libopx-fi.so)
 #   FI_PROVIDER_PATH     where libopx-fi.so lives (default $OPX_BUILD_DIR/.libs)
-#   TEST_TIMEOUT=400     overall timeout in seconds
+#   RNDV_MODES="cma push"  opx rendezvous paths to run (push = FI_OPX_RNDV_CMA=0)
+#   TEST_TIMEOUT=400     timeout in seconds for each run
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 prov=${PROV:-opx}
@@ -20,7 +24,8 @@ else
 	trap 'rm -rf "$tmp"' EXIT
 	bin=$tmp/opx_fi_test
 	if ! gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror \
-	     -o "$bin" "$here/opx_fi_test.c" -lfabric; then
+	     -o "$bin" "$here/opx_fi_test.c" "$here/opx_fi_subtests.c" \
+	     -lfabric; then
 		echo "FAIL: cannot build opx_fi_test"
 		exit 1
 	fi
@@ -42,8 +47,21 @@ tmp=${tmp:-$(mktemp -d /tmp/opx-fi-test.XXXXXX)} || exit 1
 [ -z "$bin" ] || case "$bin" in /*) ;; *) bin=$PWD/$bin ;; esac
 cd "$tmp" || exit 1
 trap 'rm -rf "$tmp"' EXIT
-echo "# $bin -p $prov $*"
-timeout -k 10 "${TEST_TIMEOUT:-400}" "$bin" -p "$prov" "$@"
-rc=$?
-[ $rc = 124 ] && echo "FAIL: opx_fi_test timed out"
-exit $rc
+modes=${RNDV_MODES:-"cma push"}
+[ "$prov" = opx ] || modes=default
+status=0
+for m in $modes; do
+	case $m in
+	cma|default) env=() ;;
+	push) env=(FI_OPX_RNDV_CMA=0) ;;
+	*) echo "FAIL: unknown rendezvous mode '$m'"; exit 1 ;;
+	esac
+	echo "# ${env[*]:+${env[*]} }$bin -p $prov $*"
+	start=$(date +%s)
+	env "${env[@]}" timeout -k 10 "${TEST_TIMEOUT:-400}" "$bin" -p "$prov" "$@"
+	rc=$?
+	[ $rc = 124 ] && echo "FAIL: opx_fi_test timed out"
+	echo "# rendezvous mode $m: exit $rc, $(( $(date +%s) - start ))s"
+	[ $rc = 0 ] || status=$rc
+done
+exit $status

@@ -135,6 +135,58 @@ static void coll_bcast(void)
 	free(buf);
 }
 
+/* Large Bcast and Allreduce (up to 16 MiB): with pml cm these become
+ * rendezvous-sized point-to-point messages that Open MPI pipelines or
+ * splits into segments, many in flight at once. */
+static void coll_large(void)
+{
+	static const size_t blens[] = { (4u << 20) + 1, 16u << 20 };
+	static const int icounts[] = { (1 << 20) + 1, 4 << 20 };
+	size_t maxb = 16u << 20;
+	char *buf = test_malloc(maxb);
+	int *is = test_malloc(maxb);
+	int *ir = test_malloc(maxb);
+	int n = test_size;
+
+	for (size_t l = 0; l < sizeof(blens) / sizeof(blens[0]); l++) {
+		/* first and last root: different tree shapes */
+		int roots[2] = { 0, test_size - 1 };
+		for (int r = 0; r < 2; r++) {
+			size_t len = blens[l];
+			int root = roots[r];
+
+			if (test_rank == root)
+				test_fill(buf, len, root, (int)l, 91);
+			else
+				memset(buf, 0, len);
+			TEST_MPI(MPI_Bcast(buf, (int)len, MPI_BYTE, root,
+					   MPI_COMM_WORLD));
+			TEST_CHECK_BUF(buf, len, root, (int)l, 91,
+				       "large Bcast");
+		}
+	}
+	for (size_t c = 0; c < sizeof(icounts) / sizeof(icounts[0]); c++) {
+		int cnt = icounts[c];
+
+		for (int i = 0; i < cnt; i++)
+			is[i] = coll_ival(test_rank, i);
+		memset(ir, 0, (size_t)cnt * sizeof(int));
+		TEST_MPI(MPI_Allreduce(is, ir, cnt, MPI_INT, MPI_SUM,
+				       MPI_COMM_WORLD));
+		for (int i = 0; i < cnt; i++) {
+			int want = 1000 * n * (n - 1) / 2 +
+				   n * ((i % 977) - 300);
+			if (ir[i] != want)
+				TEST_FAIL("large Allreduce int SUM count %d "
+					  "[%d] = %d, want %d", cnt, i, ir[i],
+					  want);
+		}
+	}
+	free(buf);
+	free(is);
+	free(ir);
+}
+
 /* A barrier must not let anyone out before the last rank has entered:
  * rank 0 enters late and everyone measures how long they waited. */
 static void coll_barrier(void)
@@ -166,9 +218,11 @@ int main(int argc, char **argv)
 	coll_allreduce();
 	coll_alltoall();
 	coll_bcast();
+	coll_large();
 	if (test_rank == 0)
 		printf("mpi_coll: Barrier, Allreduce (int/double, sum/max), "
-		       "Alltoall, Bcast (all roots) ok\n");
+		       "Alltoall, Bcast (all roots), large Bcast/Allreduce "
+		       "(16 MiB) ok\n");
 	test_finish();
 	return 0;
 }

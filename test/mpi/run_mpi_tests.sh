@@ -9,7 +9,14 @@
 #                      and opx is loaded from $OPX_BUILD_DIR/.libs
 #   FI_PROVIDER_PATH   overrides where libopx-fi.so is looked for
 #   FI_LOG_LEVEL       passed through to the ranks
-#   NPS="2 4"          rank counts to run;  TESTS="mpi_ring ..." subset
+#   NPS="2 3 4"        rank counts to run;  TESTS="mpi_ring ..." subset
+#   RNDV_MODES="cma push"  opx rendezvous paths: cma = default single-copy
+#                      pull, push = -x FI_OPX_RNDV_CMA=0 (SDMA/TID push).
+#                      The first mode runs every test; later modes run only
+#                      RNDV_TESTS (default "mpi_large mpi_flood", "all" for
+#                      every test) to bound the runtime.  opx only.
+#   OPX_MPI_FLOOD_DEPTH/_KB/_ROUNDS, OPX_MPI_LARGE_MAX_MB  passed through
+#                      to scale mpi_flood / mpi_large down
 #   STRICT=1           count known provider bugs (see XFAIL below) as failures
 #   TEST_TIMEOUT=300   per-run timeout in seconds
 set -u
@@ -17,8 +24,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 prov=${PROV:-opx}
 mode=${MPI_MODE:-cm}
-nps=${NPS:-"2 4"}
-tests=${TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_pingpong"}
+nps=${NPS:-"2 3 4"}
+tests=${TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_pingpong mpi_large mpi_flood"}
+modes=${RNDV_MODES:-"cma push"}
+rndv_tests=${RNDV_TESTS:-"mpi_large mpi_flood"}
 tmo=${TEST_TIMEOUT:-300}
 
 if [ -n "${OPX_BUILD_DIR:-}" ]; then
@@ -77,6 +86,12 @@ else
 		xfail="mpi_probe mpi_wildcard"
 	fi
 fi
+# Rendezvous modes exist only in opx; anything else runs one pass.
+[ "$mode" = cm ] && [ "$prov" = opx ] || modes=cma
+for v in OPX_MPI_FLOOD_DEPTH OPX_MPI_FLOOD_KB OPX_MPI_FLOOD_ROUNDS \
+	 OPX_MPI_LARGE_MAX_MB OPX_MPI_TEST_ALARM; do
+	[ -n "${!v:-}" ] && args+=(-x "$v")
+done
 [ -n "${FI_LOG_LEVEL:-}" ] && args+=(-x FI_LOG_LEVEL)
 [ -n "${FI_LOG_PROV:-}" ] && args+=(-x FI_LOG_PROV)
 [ "${STRICT:-0}" = 1 ] && xfail=""
@@ -85,33 +100,50 @@ fi
 cd "$bindir" || exit 1
 pass=0 fail=0 xf=0
 failed=""
-echo "# MPI tests over $label, ranks: $nps"
+suite_start=$(date +%s)
+echo "# MPI tests over $label, ranks: $nps, rendezvous modes: $modes"
+first_mode=${modes%% *}
+for rmode in $modes; do
 for np in $nps; do
 	for t in $tests; do
+		if [ "$rmode" != "$first_mode" ] && [ "$rndv_tests" != all ] &&
+		   [[ " $rndv_tests " != *" $t "* ]]; then
+			continue
+		fi
+		margs=()
+		tname="$t np=$np"
+		case $rmode in
+		cma) ;;
+		push) margs=(-x FI_OPX_RNDV_CMA=0) ;;
+		*) echo "FAIL: unknown rendezvous mode '$rmode'"; exit 1 ;;
+		esac
+		[ "$modes" != cma ] && tname="$tname $rmode"
 		targs=()
 		[ "$t" = mpi_pingpong ] && targs=(-q)
-		log="$bindir/$t.np$np.log"
+		log="$bindir/$t.np$np.$rmode.log"
 		start=$(date +%s)
-		timeout -k 10 "$tmo" mpirun -np "$np" "${args[@]}" \
+		timeout -k 10 "$tmo" mpirun -np "$np" "${args[@]}" "${margs[@]}" \
 			"$bindir/$t" "${targs[@]}" >"$log" 2>&1
 		rc=$?
 		secs=$(( $(date +%s) - start ))
 		if [ $rc = 0 ] && grep -q "^PASS $t" "$log"; then
 			pass=$((pass + 1))
-			echo "ok   $t np=$np (${secs}s)"
+			echo "ok   $tname (${secs}s)"
 			[ "$t" = mpi_pingpong ] && [ "$np" = 2 ] && \
 				grep -v '^PASS' "$log" | sed 's/^/     /'
+			[ "$t" = mpi_flood ] && \
+				grep '^mpi_flood: round' "$log" | sed 's/^/     /'
 			continue
 		fi
 		why="exit $rc"
 		[ $rc = 124 ] && why="timeout after ${tmo}s"
 		if [[ " $xfail " == *" $t "* ]]; then
 			xf=$((xf + 1))
-			echo "xfail $t np=$np ($why, ${secs}s): known $prov provider bug"
+			echo "xfail $tname ($why, ${secs}s): known $prov provider bug"
 		else
 			fail=$((fail + 1))
-			failed="$failed $t/np$np"
-			echo "FAIL $t np=$np ($why, ${secs}s); log:"
+			failed="$failed $t/np$np/$rmode"
+			echo "FAIL $tname ($why, ${secs}s); log: $log"
 		fi
 		# The test's own FAIL line, or else whatever mpirun said last
 		# (e.g. "PML cm cannot be selected" when the provider is absent).
@@ -122,6 +154,8 @@ for np in $nps; do
 		fi | sed 's/^/     /'
 	done
 done
+done
+echo "# total $(( $(date +%s) - suite_start ))s"
 [ -n "$failed" ] && echo "# $label: failed:$failed"
 if [ $xf -gt 0 ]; then
 	echo "$pass passed, $fail failed ($xf expected failures)"
