@@ -22,7 +22,7 @@
 #define OPX_DEF_HDRQ_ENTRIES ((size_t)SHIM_HDRQ_CNT_DEFAULT)
 #define OPX_DEF_EAGER_BYTES ((size_t)SHIM_EGR_BYTES_DEFAULT)
 #define OPX_DEF_INJECT_SIZE ((size_t)8192)
-#define OPX_DEF_EAGER_MAX ((size_t)16384)
+#define OPX_DEF_EAGER_MAX ((size_t)8192)
 /* Rendezvous pulls with Cross Memory Attach, which has no size limit of
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)

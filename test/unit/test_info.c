@@ -63,7 +63,7 @@ static void test_param_defaults(void **state)
 	assert_int_equal(opx_env.eager_bytes, 4u << 20);
 	assert_int_equal(opx_env.inject_size, 8192);
 	assert_true(opx_env.inject_size <= opx_env.mtu);
-	assert_int_equal(opx_env.eager_max, 16384);
+	assert_int_equal(opx_env.eager_max, 8192);
 	assert_true(opx_env.eager_max <= opx_env.eager_bytes / 4);
 	assert_true(opx_env.max_msg_size >= ((size_t)4 << 30)); /* rendezvous: >= 4 GiB */
 	assert_int_equal(opx_env.ux_max_bytes, 64u << 20);
