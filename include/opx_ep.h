@@ -119,6 +119,7 @@ struct opx_rndv_rx {
 	uint64_t tag;
 	uint64_t data;
 	fi_addr_t src;
+	struct shim_peer *peer; /* the sender, watched while data is due */
 	uint32_t tid[OPX_IOV_LIMIT];
 	uint32_t ntid;
 	uint32_t gen;
@@ -181,6 +182,7 @@ struct opx_ep {
 	size_t rndv_busy;
 	struct opx_rndv_rx *rndv_rx;
 	struct opx_rndv_rx *rndv_rx_free;
+	size_t rndv_rx_busy;
 	struct shim_sdma *sdma;  /* opened on the first CTS */
 	size_t sdma_reqs;        /* submitted, not reaped */
 	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */

@@ -49,6 +49,8 @@ struct opx_ctl_pend {
 	uint8_t payload[OPX_CTL_PAYLOAD_MAX];
 };
 
+static void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x);
+
 static inline uint64_t opx_cookie(uint32_t gen, size_t idx)
 {
 	return ((uint64_t)gen << 32) | (uint64_t)idx;
@@ -343,9 +345,10 @@ static void opx_sdma_reap_all(struct opx_ep *ep)
 	}
 }
 
-/* A receiver that died never answers: fail its pending rendezvous sends
- * instead of leaving them (and the application) waiting forever.  Called
- * from the idle path of progress, so it costs nothing while traffic flows. */
+/* A peer that died never answers: fail the rendezvous sends waiting on a
+ * dead receiver and the pushed receives waiting on a dead sender instead
+ * of leaving them (and the application) waiting forever.  Called from the
+ * idle path of progress, so it costs nothing while traffic flows. */
 void opx_rndv_check_peers(struct opx_ep *ep)
 {
 	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
@@ -355,6 +358,16 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 			continue;
 		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
 		opx_rndv_tx_release(ep, t, FI_EIO);
+	}
+	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_rx_busy; i++) {
+		struct opx_rndv_rx *x = &ep->rndv_rx[i];
+
+		if (!x->busy || shim_peer_alive(x->peer))
+			continue;
+		OPX_WARN(FI_LOG_EP_DATA, "sender of a %zu-byte message is gone\n", x->total);
+		opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
+				x->src, FI_EIO);
+		opx_rndv_rx_free(ep, x);
 	}
 }
 
@@ -443,6 +456,7 @@ static void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x)
 {
 	for (uint32_t i = 0; i < x->ntid; i++)
 		shim_tid_release(ep->shim, x->tid[i]);
+	ep->rndv_rx_busy--;
 	x->busy = false;
 	x->gen++;
 	x->next_free = ep->rndv_rx_free;
@@ -482,7 +496,9 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	}
 	cts.ntid = x->ntid;
 	ep->rndv_rx_free = x->next_free;
+	ep->rndv_rx_busy++;
 	x->busy = true;
+	x->peer = peer;
 	x->req = req;
 	x->off = off;
 	x->cap = cap;

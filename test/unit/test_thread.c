@@ -109,6 +109,8 @@ static void th_reap(struct th_env *e, int s, uint8_t **bufs, bool blocking)
 	if (n == -FI_EAVAIL) {
 		struct fi_cq_err_entry err = {0};
 		fi_cq_readerr(d->cq, &err, 0);
+		print_error("side %d: error completion %d (%s) flags 0x%llx len %zu\n", s, err.err,
+			    fi_strerror(err.err), (unsigned long long)err.flags, err.len);
 		pthread_mutex_lock(&d->mu);
 		d->errors++;
 		pthread_mutex_unlock(&d->mu);
@@ -124,8 +126,11 @@ static void th_reap(struct th_env *e, int s, uint8_t **bufs, bool blocking)
 			bool ok = i == d->recv_done && ent[k].len == sz && ent[k].tag == (uint64_t)i;
 			for (size_t off = 0; ok && off < sz; off += 61)
 				ok = bufs[i][off] == th_byte(1 - s, i, off);
-			if (!ok)
+			if (!ok) {
+				print_error("side %d: message %d (expected %d) len %zu tag %llu bad\n", s, i,
+					    d->recv_done, ent[k].len, (unsigned long long)ent[k].tag);
 				d->errors++;
+			}
 			free(bufs[i]);
 			bufs[i] = NULL;
 			d->recv_done++;
@@ -202,8 +207,9 @@ static void *th_sender(void *p)
 			pthread_mutex_unlock(&d->mu);
 			break;
 		}
-		/* a rendezvous send reads buf until its completion: wait for it */
-		if (sz > 16384) {
+		/* buf is the application's until the send completes (a
+		 * rendezvous send is read from it after fi_tsend returns) */
+		{
 			for (;;) {
 				pthread_mutex_lock(&d->mu);
 				int sd = d->sent_done;
