@@ -63,8 +63,13 @@
 #define SHIM_INLINE_MAX 16u         /* payload bytes carried in the header */
 #define SHIM_MTU_DEFAULT 8192u      /* payload bytes per packet */
 #define SHIM_MTU_MAX 65536u
-#define SHIM_HDRQ_CNT_DEFAULT 4096u /* entries, power of two */
-#define SHIM_EGR_BYTES_DEFAULT (4u << 20)
+/* Default ring sizes, from measurement: the eager ring is walked by two
+ * cores, so its footprint decides whether payload lines are still in
+ * cache when they are reused.  256 KiB gave 0.44 us one-way at 256 B
+ * against 1.19 us with 4 MiB, with no loss of 8 KiB streaming bandwidth;
+ * the header queue size made no measurable difference. */
+#define SHIM_HDRQ_CNT_DEFAULT 1024u /* entries, power of two */
+#define SHIM_EGR_BYTES_DEFAULT (256u << 10)
 #define SHIM_MAX_UNITS 8u
 #define SHIM_MAX_CTXTS 256u         /* receive contexts per unit */
 

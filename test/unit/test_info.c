@@ -59,8 +59,8 @@ static void test_param_defaults(void **state)
 	assert_int_equal(opx_env.units, 1);
 	assert_int_equal(opx_env.unit, -1);
 	assert_int_equal(opx_env.mtu, 8192);
-	assert_int_equal(opx_env.hdrq_entries, 4096);
-	assert_int_equal(opx_env.eager_bytes, 4u << 20);
+	assert_int_equal(opx_env.hdrq_entries, 1024);
+	assert_int_equal(opx_env.eager_bytes, 256u << 10);
 	assert_int_equal(opx_env.inject_size, 8192);
 	assert_true(opx_env.inject_size <= opx_env.mtu);
 	assert_int_equal(opx_env.eager_max, 8192);
