@@ -137,6 +137,12 @@ fabric_run() {
 			NOTES+=("$prov $mode $size: EBUSY (stale region of a reused pid), rerun")
 			continue
 		fi
+		# The out-of-band port sits in the ephemeral range, so another
+		# program's connection can hold it: take the next port.
+		if [ $src -ne 0 ] && grep -q 'Address already in use' "$out.srv"; then
+			NOTES+=("$prov $mode $size: port in use, rerun on the next port")
+			continue
+		fi
 		break
 	done
 	line=$(grep '^bw ' "$out" | tail -n 1)
