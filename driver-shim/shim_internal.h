@@ -16,6 +16,7 @@
 #include <sys/un.h>
 
 #include "shim_abi.h"
+#include "shim_dma.h"
 
 /* The control block is padded to a page so the header queue starts page
  * aligned (hugepage-friendly, and keeps the producer CAS line away from

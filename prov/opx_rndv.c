@@ -27,6 +27,7 @@
 #include <sys/uio.h>
 
 #include "opx_ep.h"
+#include "shim_dma.h"
 
 /* CTS payload: where the receiver wants the data. */
 struct opx_cts_payload {
