@@ -475,6 +475,54 @@ static int opx_at_no_valid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op
 	return -FI_ENOSYS;
 }
 
+static ssize_t opx_coll_no_barrier(struct fid_ep *ep, fi_addr_t coll_addr, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_broadcast(struct fid_ep *ep, void *buf, size_t count, void *desc,
+				     fi_addr_t coll_addr, fi_addr_t root_addr, enum fi_datatype dt,
+				     uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_all(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+			       void *result, void *result_desc, fi_addr_t coll_addr,
+			       enum fi_datatype dt, uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_reduce_all(struct fid_ep *ep, const void *buf, size_t count,
+				      void *desc, void *result, void *result_desc,
+				      fi_addr_t coll_addr, enum fi_datatype dt, enum fi_op op,
+				      uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_reduce(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				  void *result, void *result_desc, fi_addr_t coll_addr,
+				  fi_addr_t root_addr, enum fi_datatype dt, enum fi_op op,
+				  uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_rooted(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				  void *result, void *result_desc, fi_addr_t coll_addr,
+				  fi_addr_t root_addr, enum fi_datatype dt, uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_msg(struct fid_ep *ep, const struct fi_msg_collective *msg,
+			       struct fi_ioc *resultv, void **result_desc, size_t result_count,
+			       uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_coll_no_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint64_t flags,
+				    void *ctx)
+{
+	return -FI_ENOSYS;
+}
+
 #pragma GCC diagnostic pop
 
 static struct fi_ops_atomic opx_ep_atomic_ops = {
@@ -492,6 +540,21 @@ static struct fi_ops_atomic opx_ep_atomic_ops = {
 	.writevalid = opx_at_no_valid,
 	.readwritevalid = opx_at_no_valid,
 	.compwritevalid = opx_at_no_valid,
+};
+
+static struct fi_ops_collective opx_ep_coll_ops = {
+	.size = sizeof(struct fi_ops_collective),
+	.barrier = opx_coll_no_barrier,
+	.broadcast = opx_coll_no_broadcast,
+	.alltoall = opx_coll_no_all,
+	.allreduce = opx_coll_no_reduce_all,
+	.allgather = opx_coll_no_all,
+	.reduce_scatter = opx_coll_no_reduce_all,
+	.reduce = opx_coll_no_reduce,
+	.scatter = opx_coll_no_rooted,
+	.gather = opx_coll_no_rooted,
+	.msg = opx_coll_no_msg,
+	.barrier2 = opx_coll_no_barrier2,
 };
 
 /* ---------------------------------------------------------------------
@@ -561,7 +624,7 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->ep_fid.tagged = &opx_ops_tagged;
 	ep->ep_fid.rma = &opx_ep_rma_ops;
 	ep->ep_fid.atomic = &opx_ep_atomic_ops;
-	ep->ep_fid.collective = NULL;
+	ep->ep_fid.collective = &opx_ep_coll_ops;
 	atomic_fetch_add(&domain->refcnt, 1);
 	OPX_INFO(FI_LOG_EP_CTRL, "endpoint on unit %u context %u lid %u\n", ep->addr.unit,
 		 ep->addr.ctx, ep->addr.lid);

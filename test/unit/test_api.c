@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include <rdma/fi_atomic.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_rma.h>
 
 #include "fixture.h"
@@ -513,7 +514,7 @@ static void test_cancel_bad(void **state)
 }
 
 /* ---------------------------------------------------------------------
- * RMA and atomics are not advertised: -FI_ENOSYS, not a crash.
+ * RMA, atomics and collectives are not advertised: -FI_ENOSYS, not a crash.
  */
 static void test_rma_atomic_enosys(void **state)
 {
@@ -537,6 +538,10 @@ static void test_rma_atomic_enosys(void **state)
 	assert_int_equal(fi_inject_atomic(e->ep, &buf, 1, e->self, 0, 0, FI_UINT64, FI_SUM),
 			 -FI_ENOSYS);
 	assert_int_equal(fi_atomicvalid(e->ep, FI_UINT64, FI_SUM, &cnt), -FI_ENOSYS);
+	assert_int_equal(fi_barrier(e->ep, e->self, &ctx), -FI_ENOSYS);
+	assert_int_equal(fi_allreduce(e->ep, &buf, 1, NULL, &res, NULL, e->self, FI_UINT64, FI_SUM, 0,
+				      &ctx),
+			 -FI_ENOSYS);
 	ta_round_trip(e);
 }
 
