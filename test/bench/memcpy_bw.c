@@ -20,13 +20,13 @@
  * the best of N trials of at least SECS each, because interference on a
  * shared machine only ever makes a trial slower.  MB = 1e6 bytes.
  */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "bench_common.h"
 
 #define MC_MAX_SIZE (1UL << 30)
 #define MC_ROT_BYTES (64UL << 20)
@@ -37,29 +37,6 @@
  */
 typedef void *(*mc_copy_fn)(void *, const void *, size_t);
 static mc_copy_fn volatile mc_copy = memcpy;
-
-static double mc_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static unsigned long mc_parse_ul(const char *s, const char *what, unsigned long min,
-				 unsigned long max)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 0);
-	if (errno || *end || end == s || v < min || v > max) {
-		fprintf(stderr, "memcpy_bw: bad %s '%s' (%lu..%lu)\n", what, s, min, max);
-		exit(1);
-	}
-	return v;
-}
 
 /*
  * Best MB/s over `trials` trials, each copying `size` bytes from src[i] to
@@ -75,7 +52,7 @@ static double mc_measure(uint8_t *src, uint8_t *dst, size_t size, size_t stride,
 	unsigned int t;
 
 	for (t = 0; t < trials; t++) {
-		double t0 = mc_now(), dt;
+		double t0 = bench_now(), dt;
 		size_t i = 0;
 
 		if (!reps) {
@@ -90,7 +67,7 @@ static double mc_measure(uint8_t *src, uint8_t *dst, size_t size, size_t stride,
 				}
 				reps += batch;
 				batch *= 2;
-				dt = mc_now() - t0;
+				dt = bench_now() - t0;
 			} while (dt < secs);
 		} else {
 			for (r = 0; r < reps; r++) {
@@ -98,7 +75,7 @@ static double mc_measure(uint8_t *src, uint8_t *dst, size_t size, size_t stride,
 				if (++i == pairs)
 					i = 0;
 			}
-			dt = mc_now() - t0;
+			dt = bench_now() - t0;
 		}
 		if (dt > 0 && (double)reps * (double)size / dt / 1e6 > best)
 			best = (double)reps * (double)size / dt / 1e6;
@@ -126,29 +103,26 @@ int main(int argc, char **argv)
 	char *end;
 	int c;
 
+	bench_init("memcpy_bw");
 	while ((c = getopt(argc, argv, "t:r:B:h")) != -1) {
 		switch (c) {
 		case 't':
 			secs = strtod(optarg, &end);
-			if (*end || !(secs > 0 && secs <= 10)) {
-				fprintf(stderr, "memcpy_bw: bad trial time '%s' (0..10 s)\n", optarg);
-				return 1;
-			}
+			if (*end || !(secs > 0 && secs <= 10))
+				bench_fail("bad trial time '%s' (0..10 s)", optarg);
 			break;
-		case 'r': trials = (unsigned int)mc_parse_ul(optarg, "trials", 1, 1000); break;
-		case 'B': rot_bytes = mc_parse_ul(optarg, "rotation bytes", 1, MC_MAX_SIZE); break;
+		case 'r': trials = (unsigned int)bench_parse_ul(optarg, "trials", 1, 1000); break;
+		case 'B': rot_bytes = bench_parse_ul(optarg, "rotation bytes", 1, MC_MAX_SIZE); break;
 		default: mc_usage(argv[0]); return c == 'h' ? 0 : 1;
 		}
 	}
 
 	nsizes = optind < argc ? (size_t)(argc - optind) : sizeof(defaults) / sizeof(defaults[0]);
 	sizes = calloc(nsizes, sizeof(*sizes));
-	if (!sizes) {
-		fprintf(stderr, "memcpy_bw: out of memory\n");
-		return 1;
-	}
+	if (!sizes)
+		bench_fail("out of memory");
 	for (k = 0; k < nsizes; k++)
-		sizes[k] = optind < argc ? mc_parse_ul(argv[optind + (int)k], "size", 1, MC_MAX_SIZE)
+		sizes[k] = optind < argc ? bench_parse_ul(argv[optind + (int)k], "size", 1, MC_MAX_SIZE)
 					 : defaults[k];
 
 	for (k = 0; k < nsizes; k++) {
@@ -158,10 +132,8 @@ int main(int argc, char **argv)
 		uint8_t *src = aligned_alloc(4096, len), *dst = aligned_alloc(4096, len);
 		double hot, rot;
 
-		if (!src || !dst) {
-			fprintf(stderr, "memcpy_bw: cannot allocate 2 x %zu bytes\n", len);
-			return 1;
-		}
+		if (!src || !dst)
+			bench_fail("cannot allocate 2 x %zu bytes", len);
 		/* Fault every page in before the clock starts. */
 		memset(src, 0xa5, len);
 		memset(dst, 0x5a, len);

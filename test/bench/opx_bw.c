@@ -50,31 +50,23 @@
  * benchmark script.
  */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <getopt.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+
+#include "bench_common.h"
 
 #define BW_DATA_TAG 0x1ULL
 #define BW_ACK_TAG 0x2ULL
 #define BW_ACK_SIZE 4
-#define BW_NAME_MAX 1024
 #define BW_CQ_BATCH 64
 #define BW_SLOT_BYTES (64UL << 20) /* default buffer cap per direction */
 #define BW_WARM_BYTES (32UL << 20) /* warm-up volume for auto iterations */
@@ -103,16 +95,7 @@ struct bw_opts {
 };
 
 struct bw_state {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	struct fid_mr *mr;
-	void *desc;
-	fi_addr_t peer;
-	int sock;
+	struct bench_fabric fab;
 	int client;
 
 	uint32_t window;   /* messages per iteration (1 for lat) */
@@ -140,130 +123,6 @@ struct bw_state {
 	uint32_t idle_polls;
 };
 
-static void bw_die(const char *what, int ret)
-{
-	fprintf(stderr, "opx_bw: %s: %s (%d)\n", what,
-		ret < 0 ? fi_strerror(-ret) : strerror(errno), ret);
-	exit(1);
-}
-
-static void bw_on_alarm(int sig)
-{
-	static const char msg[] = "opx_bw: timeout, giving up\n";
-	ssize_t n;
-
-	(void)sig;
-	n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-	(void)n;
-	_exit(3);
-}
-
-static double bw_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void bw_usage(const char *argv0)
-{
-	fprintf(stderr,
-		"usage: %s [options] [server_addr]\n"
-		"  -p PROV   libfabric provider (default opx)\n"
-		"  -P PORT   TCP port for the address exchange (default 47991)\n"
-		"  -m MODE   bw | bibw | lat (default bw)\n"
-		"  -S SIZE   message size in bytes (default 1048576, max %lu)\n"
-		"  -w W      messages per window for bw/bibw (default 64)\n"
-		"  -n N      measured iterations (default: calibrated to -t)\n"
-		"  -W N      warm-up iterations (default: about 32 MiB of traffic)\n"
-		"  -B BYTES  distinct buffer bytes per direction (default 64 MiB;\n"
-		"            0 = one buffer shared by all messages, as osu_bw)\n"
-		"  -t SECS   target duration of the measured phase (default 0.3)\n"
-		"  -T SECS   give up after SECS seconds (default 60)\n"
-		"  -v        verbose\n",
-		argv0, BW_MAX_SIZE);
-}
-
-static unsigned long bw_parse_ul(const char *s, const char *what, unsigned long min,
-				 unsigned long max)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 0);
-	if (errno || *end || end == s || v < min || v > max) {
-		fprintf(stderr, "opx_bw: bad %s '%s' (%lu..%lu)\n", what, s, min, max);
-		exit(1);
-	}
-	return v;
-}
-
-/* ---- out-of-band socket -------------------------------------------- */
-
-static void bw_sock_full(int fd, void *buf, size_t len, int writing)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			fprintf(stderr, "opx_bw: socket %s failed\n", writing ? "write" : "read");
-			exit(1);
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-static int bw_sock_server(uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int one = 1, lfd, fd;
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	if (lfd < 0)
-		bw_die("socket", 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1))
-		bw_die("bind/listen", 0);
-	fd = accept(lfd, NULL, NULL);
-	if (fd < 0)
-		bw_die("accept", 0);
-	close(lfd);
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-}
-
-static int bw_sock_client(const char *host, uint16_t port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
-	int one = 1;
-
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		fprintf(stderr, "opx_bw: server_addr must be an IPv4 address\n");
-		exit(1);
-	}
-	/* The server may still be starting: retry, bounded by the alarm. */
-	for (;;) {
-		int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-		if (fd < 0)
-			bw_die("socket", 0);
-		if (!connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-			return fd;
-		}
-		close(fd);
-		usleep(50 * 1000);
-	}
-}
-
 /* ---- fabric setup ---------------------------------------------------- */
 
 static void bw_buffers_alloc(struct bw_state *st, const struct bw_opts *o)
@@ -280,7 +139,7 @@ static void bw_buffers_alloc(struct bw_state *st, const struct bw_opts *o)
 	st->tx_ctx = calloc(st->window, sizeof(*st->tx_ctx));
 	st->rx_ctx = calloc(st->window, sizeof(*st->rx_ctx));
 	if (!st->mem || !st->tx_ctx || !st->rx_ctx)
-		bw_die("out of memory", -FI_ENOMEM);
+		bench_die("out of memory", -FI_ENOMEM);
 	/* Touch every page now so first-touch faults stay out of the timing. */
 	memset(st->mem, 0, align_len);
 	st->tx = st->mem;
@@ -291,85 +150,23 @@ static void bw_buffers_alloc(struct bw_state *st, const struct bw_opts *o)
 
 static void bw_fabric_open(struct bw_state *st, const struct bw_opts *o)
 {
-	struct fi_info *hints = fi_allocinfo();
-	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
-	struct fi_av_attr av_attr = { .type = FI_AV_UNSPEC };
-	int ret;
+	struct bench_fabric *fab = &st->fab;
 
-	if (!hints)
-		bw_die("fi_allocinfo", -FI_ENOMEM);
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_TAGGED;
-	/* Every op carries its own fi_context2, so both modes are fine. */
-	hints->mode = FI_CONTEXT | FI_CONTEXT2;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
-	hints->fabric_attr->prov_name = strdup(o->prov);
-
-	ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &st->info);
-	fi_freeinfo(hints);
-	if (ret)
-		bw_die("fi_getinfo", ret);
-	if (st->info->ep_attr->max_msg_size < o->size) {
-		fprintf(stderr, "opx_bw: %s max_msg_size %zu < %zu\n", o->prov,
-			st->info->ep_attr->max_msg_size, o->size);
-		exit(1);
-	}
+	bench_fabric_getinfo(fab, o->prov);
+	if (fab->info->ep_attr->max_msg_size < o->size)
+		bench_fail("%s max_msg_size %zu < %zu", o->prov, fab->info->ep_attr->max_msg_size,
+			   o->size);
 	if (o->verbose)
 		fprintf(stderr, "opx_bw: provider %s domain %s inject_size %zu mr_mode 0x%x\n",
-			st->info->fabric_attr->prov_name, st->info->domain_attr->name,
-			st->info->tx_attr->inject_size, (unsigned)st->info->domain_attr->mr_mode);
-
-	ret = fi_fabric(st->info->fabric_attr, &st->fabric, NULL);
-	if (ret)
-		bw_die("fi_fabric", ret);
-	ret = fi_domain(st->fabric, st->info, &st->domain, NULL);
-	if (ret)
-		bw_die("fi_domain", ret);
-	cq_attr.size = 4 * (size_t)st->window + 64;
-	ret = fi_cq_open(st->domain, &cq_attr, &st->cq, NULL);
-	if (ret)
-		bw_die("fi_cq_open", ret);
-	ret = fi_av_open(st->domain, &av_attr, &st->av, NULL);
-	if (ret)
-		bw_die("fi_av_open", ret);
-	ret = fi_endpoint(st->domain, st->info, &st->ep, NULL);
-	if (ret)
-		bw_die("fi_endpoint", ret);
-	ret = fi_ep_bind(st->ep, &st->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (ret)
-		bw_die("fi_ep_bind(cq)", ret);
-	ret = fi_ep_bind(st->ep, &st->av->fid, 0);
-	if (ret)
-		bw_die("fi_ep_bind(av)", ret);
-	ret = fi_enable(st->ep);
-	if (ret)
-		bw_die("fi_enable", ret);
-
-	/*
-	 * Register only when the provider asks for local descriptors: opx
-	 * does not, and neither does shm 1.17 (mr_mode FI_MR_VIRT_ADDR only),
-	 * so normally every op passes desc NULL.
-	 */
-	if (st->info->domain_attr->mr_mode & FI_MR_LOCAL) {
-		ret = fi_mr_reg(st->domain, st->mem, st->mem_len, FI_SEND | FI_RECV, 0, 0, 0,
-				&st->mr, NULL);
-		if (ret)
-			bw_die("fi_mr_reg", ret);
-		st->desc = fi_mr_desc(st->mr);
-	}
+			fab->info->fabric_attr->prov_name, fab->info->domain_attr->name,
+			fab->info->tx_attr->inject_size, (unsigned)fab->info->domain_attr->mr_mode);
+	bench_fabric_open(fab, FI_CQ_FORMAT_TAGGED, 4 * (size_t)st->window + 64);
+	bench_fabric_mr_reg(fab, st->mem, st->mem_len);
 }
 
 static void bw_fabric_close(struct bw_state *st)
 {
-	if (st->mr)
-		fi_close(&st->mr->fid);
-	fi_close(&st->ep->fid);
-	fi_close(&st->av->fid);
-	fi_close(&st->cq->fid);
-	fi_close(&st->domain->fid);
-	fi_close(&st->fabric->fid);
-	fi_freeinfo(st->info);
+	bench_fabric_close(&st->fab);
 	free(st->mem);
 	free(st->tx_ctx);
 	free(st->rx_ctx);
@@ -379,21 +176,18 @@ static void bw_fabric_close(struct bw_state *st)
 
 static void bw_check_peer(struct bw_state *st)
 {
-	struct pollfd pfd = { .fd = st->sock, .events = POLLRDHUP };
+	struct pollfd pfd = { .fd = st->fab.sock, .events = POLLRDHUP };
 
-	if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-		fprintf(stderr, "opx_bw: peer went away\n");
-		exit(1);
-	}
+	if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+		bench_fail("peer went away");
 }
 
 static void bw_progress(struct bw_state *st, size_t size)
 {
 	struct fi_cq_tagged_entry ent[BW_CQ_BATCH];
-	struct fi_cq_err_entry err;
 	ssize_t n, i;
 
-	n = fi_cq_read(st->cq, ent, BW_CQ_BATCH);
+	n = fi_cq_read(st->fab.cq, ent, BW_CQ_BATCH);
 	if (n == -FI_EAGAIN) {
 		/*
 		 * A peer that died leaves us polling forever; look at the
@@ -404,15 +198,8 @@ static void bw_progress(struct bw_state *st, size_t size)
 			bw_check_peer(st);
 		return;
 	}
-	if (n == -FI_EAVAIL) {
-		memset(&err, 0, sizeof(err));
-		if (fi_cq_readerr(st->cq, &err, 0) > 0)
-			fprintf(stderr, "opx_bw: completion error: %s (prov errno %d)\n",
-				fi_strerror(err.err), err.prov_errno);
-		exit(1);
-	}
 	if (n < 0)
-		bw_die("fi_cq_read", (int)n);
+		bench_cq_fail(st->fab.cq, n);
 	for (i = 0; i < n; i++) {
 		struct fi_context2 *c = ent[i].op_context;
 
@@ -431,8 +218,7 @@ static void bw_progress(struct bw_state *st, size_t size)
 		} else if (c >= st->tx_ctx && c < st->tx_ctx + st->window) {
 			st->tx_done++;
 		} else {
-			fprintf(stderr, "opx_bw: completion with unknown context %p\n", (void *)c);
-			exit(1);
+			bench_fail("completion with unknown context %p", (void *)c);
 		}
 	}
 }
@@ -441,12 +227,13 @@ static void bw_post_recv(struct bw_state *st, void *buf, size_t len, uint64_t ta
 			 size_t size)
 {
 	for (;;) {
-		ssize_t ret = fi_trecv(st->ep, buf, len, st->desc, st->peer, tag, 0, ctx);
+		ssize_t ret = fi_trecv(st->fab.ep, buf, len, st->fab.desc, st->fab.peer, tag, 0,
+				       ctx);
 
 		if (!ret)
 			return;
 		if (ret != -FI_EAGAIN)
-			bw_die("fi_trecv", (int)ret);
+			bench_die("fi_trecv", (int)ret);
 		bw_progress(st, size);
 	}
 }
@@ -455,16 +242,17 @@ static void bw_post_recv(struct bw_state *st, void *buf, size_t len, uint64_t ta
 static int bw_post_send(struct bw_state *st, void *buf, size_t len, uint64_t tag, void *ctx,
 			size_t size)
 {
-	int inject = len <= st->info->tx_attr->inject_size && tag == BW_ACK_TAG;
+	struct bench_fabric *fab = &st->fab;
+	int inject = len <= fab->info->tx_attr->inject_size && tag == BW_ACK_TAG;
 
 	for (;;) {
-		ssize_t ret = inject ? fi_tinject(st->ep, buf, len, st->peer, tag)
-				     : fi_tsend(st->ep, buf, len, st->desc, st->peer, tag, ctx);
+		ssize_t ret = inject ? fi_tinject(fab->ep, buf, len, fab->peer, tag)
+				     : fi_tsend(fab->ep, buf, len, fab->desc, fab->peer, tag, ctx);
 
 		if (!ret)
 			return !inject;
 		if (ret != -FI_EAGAIN)
-			bw_die(inject ? "fi_tinject" : "fi_tsend", (int)ret);
+			bench_die(inject ? "fi_tinject" : "fi_tsend", (int)ret);
 		bw_progress(st, size);
 	}
 }
@@ -528,28 +316,30 @@ static void bw_wait_tx(struct bw_state *st, size_t size)
 		bw_progress(st, size);
 }
 
+/* Argument of bw_progress_cb: bw_progress() needs the message size too. */
+struct bw_progress_arg {
+	struct bw_state *st;
+	size_t size;
+};
+
+static void bw_progress_cb(void *arg)
+{
+	struct bw_progress_arg *a = arg;
+
+	bw_progress(a->st, a->size);
+}
+
 /*
  * Exchange one 32-bit value with the peer over the socket while still
- * progressing the endpoint: a provider with manual progress may need our
- * CQ reads to finish the peer's last operation, so a plain blocking read()
- * here could deadlock.  Both sides write first, so the call is symmetric.
+ * progressing the endpoint (see bench_sock_sync).  Both sides write first,
+ * so the call is symmetric.
  */
 static uint32_t bw_sync(struct bw_state *st, uint32_t mine, size_t size)
 {
-	struct pollfd pfd = { .fd = st->sock, .events = POLLIN };
+	struct bw_progress_arg a = { .st = st, .size = size };
 	uint32_t v = htonl(mine);
 
-	bw_sock_full(st->sock, &v, sizeof(v), 1);
-	for (;;) {
-		int r = poll(&pfd, 1, 0);
-
-		if (r > 0)
-			break;
-		if (r < 0 && errno != EINTR)
-			bw_die("poll", 0);
-		bw_progress(st, size);
-	}
-	bw_sock_full(st->sock, &v, sizeof(v), 0);
+	bench_sock_sync(st->fab.sock, &v, sizeof(v), bw_progress_cb, &a);
 	return ntohl(v);
 }
 
@@ -764,9 +554,9 @@ static void bw_run(struct bw_state *st, struct bw_opts *o)
 	/* Checked first iteration; also the calibration when warm-up is 0. */
 	bw_phase_prepare(st, o, 1);
 	bw_sync(st, 0, o->size);
-	t0 = bw_now();
+	t0 = bench_now();
 	bw_phase_run(st, o, 1);
-	dt_cal = bw_now() - t0;
+	dt_cal = bench_now() - t0;
 	cal_iters = 1;
 	bw_phase_verify(st, o, 1);
 
@@ -786,12 +576,11 @@ static void bw_run(struct bw_state *st, struct bw_opts *o)
 		if (!n)
 			break;
 		if (n > BW_MAX_ITERS) {
-			fprintf(stderr, "opx_bw: bad warm-up count %u\n", n);
-			exit(1);
+			bench_fail("bad warm-up count %u", n);
 		}
-		t0 = bw_now();
+		t0 = bench_now();
 		bw_phase_run(st, o, n);
-		dt = bw_now() - t0;
+		dt = bench_now() - t0;
 		if (st->client) {
 			dt_cal = dt;
 			cal_iters = n;
@@ -810,12 +599,11 @@ static void bw_run(struct bw_state *st, struct bw_opts *o)
 	if (!st->client)
 		iters = v;
 	if (!iters || iters > BW_MAX_ITERS) {
-		fprintf(stderr, "opx_bw: bad iteration count %u\n", iters);
-		exit(1);
+		bench_fail("bad iteration count %u", iters);
 	}
-	t0 = bw_now();
+	t0 = bench_now();
 	bw_phase_run(st, o, iters);
-	dt = bw_now() - t0;
+	dt = bench_now() - t0;
 
 	/* Checked last iteration, outside the timing. */
 	bw_phase_prepare(st, o, 2);
@@ -850,10 +638,10 @@ static void bw_settings_exchange(int sock, struct bw_opts *o)
 			    htonl(o->iters), htonl(o->warmup), htonl((uint32_t)o->slot_cap) };
 
 	if (o->server) {
-		bw_sock_full(sock, cfg, sizeof(cfg), 1);
+		bench_sock_write(sock, cfg, sizeof(cfg));
 		return;
 	}
-	bw_sock_full(sock, cfg, sizeof(cfg), 0);
+	bench_sock_read(sock, cfg, sizeof(cfg));
 	o->mode = (enum bw_mode)ntohl(cfg[0]);
 	o->size = ntohl(cfg[1]);
 	o->window = ntohl(cfg[2]);
@@ -861,35 +649,8 @@ static void bw_settings_exchange(int sock, struct bw_opts *o)
 	o->warmup = ntohl(cfg[4]);
 	o->slot_cap = ntohl(cfg[5]);
 	if (o->mode > BW_MODE_LAT || !o->size || o->size > BW_MAX_SIZE || !o->window ||
-	    o->window > 4096 || o->iters > BW_MAX_ITERS) {
-		fprintf(stderr, "opx_bw: bad settings from client\n");
-		exit(1);
-	}
-}
-
-static void bw_exchange(struct bw_state *st)
-{
-	uint8_t mine[BW_NAME_MAX], theirs[BW_NAME_MAX];
-	uint32_t mine_len, theirs_len;
-	size_t len = BW_NAME_MAX;
-	int ret;
-
-	memset(mine, 0, sizeof(mine));
-	ret = fi_getname(&st->ep->fid, mine, &len);
-	if (ret)
-		bw_die("fi_getname", ret);
-	mine_len = htonl((uint32_t)len);
-	bw_sock_full(st->sock, &mine_len, sizeof(mine_len), 1);
-	bw_sock_full(st->sock, mine, BW_NAME_MAX, 1);
-	bw_sock_full(st->sock, &theirs_len, sizeof(theirs_len), 0);
-	bw_sock_full(st->sock, theirs, BW_NAME_MAX, 0);
-	if (ntohl(theirs_len) > BW_NAME_MAX) {
-		fprintf(stderr, "opx_bw: peer sent a bad address length\n");
-		exit(1);
-	}
-	ret = fi_av_insert(st->av, theirs, 1, &st->peer, 0, NULL);
-	if (ret != 1)
-		bw_die("fi_av_insert", ret < 0 ? ret : -FI_EINVAL);
+	    o->window > 4096 || o->iters > BW_MAX_ITERS)
+		bench_fail("bad settings from client");
 }
 
 static enum bw_mode bw_parse_mode(const char *s)
@@ -899,8 +660,21 @@ static enum bw_mode bw_parse_mode(const char *s)
 	for (m = 0; m <= BW_MODE_LAT; m++)
 		if (!strcmp(s, bw_mode_names[m]))
 			return (enum bw_mode)m;
-	fprintf(stderr, "opx_bw: bad mode '%s' (bw, bibw or lat)\n", s);
-	exit(1);
+	bench_fail("bad mode '%s' (bw, bibw or lat)", s);
+}
+
+static void bw_usage(const char *argv0)
+{
+	bench_usage(argv0, 47991,
+		    "  -m MODE   bw | bibw | lat (default bw)\n"
+		    "  -S SIZE   message size in bytes (default 1048576, max %lu)\n"
+		    "  -w W      messages per window for bw/bibw (default 64)\n"
+		    "  -n N      measured iterations (default: calibrated to -t)\n"
+		    "  -W N      warm-up iterations (default: about 32 MiB of traffic)\n"
+		    "  -B BYTES  distinct buffer bytes per direction (default 64 MiB;\n"
+		    "            0 = one buffer shared by all messages, as osu_bw)\n"
+		    "  -t SECS   target duration of the measured phase (default 0.3)\n",
+		    BW_MAX_SIZE);
 }
 
 int main(int argc, char **argv)
@@ -912,28 +686,26 @@ int main(int argc, char **argv)
 		.timeout_s = 60,
 	};
 	struct bw_state st;
-	struct sigaction sa;
 	char *end;
 	int c;
 
+	bench_init("opx_bw");
 	while ((c = getopt(argc, argv, "p:P:m:S:w:n:W:B:t:T:vh")) != -1) {
 		switch (c) {
 		case 'p': o.prov = optarg; break;
-		case 'P': o.port = (uint16_t)bw_parse_ul(optarg, "port", 1, 65535); break;
+		case 'P': o.port = (uint16_t)bench_parse_ul(optarg, "port", 1, 65535); break;
 		case 'm': o.mode = bw_parse_mode(optarg); break;
-		case 'S': o.size = bw_parse_ul(optarg, "size", 1, BW_MAX_SIZE); break;
-		case 'w': o.window = (uint32_t)bw_parse_ul(optarg, "window", 1, 4096); break;
-		case 'n': o.iters = (uint32_t)bw_parse_ul(optarg, "iterations", 1, BW_MAX_ITERS); break;
-		case 'W': o.warmup = (uint32_t)bw_parse_ul(optarg, "warm-up", 0, 100000); break;
-		case 'B': o.slot_cap = bw_parse_ul(optarg, "buffer bytes", 0, 1UL << 30); break;
+		case 'S': o.size = bench_parse_ul(optarg, "size", 1, BW_MAX_SIZE); break;
+		case 'w': o.window = (uint32_t)bench_parse_ul(optarg, "window", 1, 4096); break;
+		case 'n': o.iters = (uint32_t)bench_parse_ul(optarg, "iterations", 1, BW_MAX_ITERS); break;
+		case 'W': o.warmup = (uint32_t)bench_parse_ul(optarg, "warm-up", 0, 100000); break;
+		case 'B': o.slot_cap = bench_parse_ul(optarg, "buffer bytes", 0, 1UL << 30); break;
 		case 't':
 			o.target_s = strtod(optarg, &end);
-			if (*end || !(o.target_s > 0 && o.target_s <= 60)) {
-				fprintf(stderr, "opx_bw: bad target '%s' (0..60 s)\n", optarg);
-				return 1;
-			}
+			if (*end || !(o.target_s > 0 && o.target_s <= 60))
+				bench_fail("bad target '%s' (0..60 s)", optarg);
 			break;
-		case 'T': o.timeout_s = (unsigned)bw_parse_ul(optarg, "timeout", 1, 86400); break;
+		case 'T': o.timeout_s = (unsigned)bench_parse_ul(optarg, "timeout", 1, 86400); break;
 		case 'v': o.verbose = 1; break;
 		default: bw_usage(argv[0]); return c == 'h' ? 0 : 1;
 		}
@@ -941,27 +713,24 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		o.server = argv[optind];
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = bw_on_alarm;
-	sigaction(SIGALRM, &sa, NULL);
-	alarm(o.timeout_s);
+	bench_alarm_arm(o.timeout_s);
 	/* A peer that died should give a message and status 1, not SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 
 	memset(&st, 0, sizeof(st));
 	st.client = o.server != NULL;
 	/* The socket comes first: the client's settings size the buffers. */
-	st.sock = o.server ? bw_sock_client(o.server, o.port) : bw_sock_server(o.port);
-	bw_settings_exchange(st.sock, &o);
+	st.fab.sock = o.server ? bench_sock_client(o.server, o.port) : bench_sock_server(o.port);
+	bw_settings_exchange(st.fab.sock, &o);
 	bw_buffers_alloc(&st, &o);
 	bw_fabric_open(&st, &o);
-	bw_exchange(&st);
+	bench_addr_exchange(&st.fab);
 
 	bw_run(&st, &o);
 
 	/* Nothing may still be in flight when the endpoint goes away. */
 	bw_sync(&st, 0, o.size);
 	bw_fabric_close(&st);
-	close(st.sock);
+	close(st.fab.sock);
 	return 0;
 }
