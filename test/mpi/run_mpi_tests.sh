@@ -25,7 +25,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 prov=${PROV:-opx}
 mode=${MPI_MODE:-cm}
 nps=${NPS:-"2 3 4"}
-tests=${TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_pingpong mpi_large mpi_flood"}
+tests=${TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_threads mpi_pingpong mpi_large mpi_flood"}
 modes=${RNDV_MODES:-"cma push"}
 rndv_tests=${RNDV_TESTS:-"mpi_large mpi_flood"}
 tmo=${TEST_TIMEOUT:-300}
@@ -40,7 +40,7 @@ fi
 
 echo "# building MPI tests into $bindir"
 for t in $tests; do
-	if ! mpicc -O2 -Wall -Wextra -Werror -o "$bindir/$t" "$here/$t.c"; then
+	if ! mpicc -O2 -Wall -Wextra -Werror -pthread -o "$bindir/$t" "$here/$t.c"; then
 		echo "FAIL: cannot build $t"
 		exit 1
 	fi
