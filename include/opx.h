@@ -77,6 +77,7 @@ struct opx_params {
 	int spin_count;       /* FI_OPX_SPIN_COUNT: empty polls before yielding */
 	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
 	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
+	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
 };
 extern struct opx_params opx_env;
 

@@ -32,6 +32,9 @@ enum opx_opcode {
 	OPX_OP_DONE,        /* receiver pulled: p.u64[0] = cookie, p.u32[2] = status */
 	OPX_OP_CTS,         /* receiver wants a push: p.u64[0] = cookie, p.u64[1] = rx cookie */
 	OPX_OP_DATA,        /* pushed data (SDMA, TID placed): tag = rx cookie */
+	OPX_OP_CTW,         /* receiver asks the sender to write a part with CMA:
+			       p.u64[0] = cookie, p.u64[1] = rx cookie */
+	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status */
 	OPX_OP_MAX
 };
 
@@ -120,6 +123,7 @@ struct opx_rndv_rx {
 	uint64_t data;
 	fi_addr_t src;
 	struct shim_peer *peer; /* the sender, watched while data is due */
+	int err;                /* split CMA: first error of either half */
 	uint32_t tid[OPX_IOV_LIMIT];
 	uint32_t ntid;
 	uint32_t gen;
@@ -186,6 +190,7 @@ struct opx_ep {
 	struct shim_sdma *sdma;  /* opened on the first CTS */
 	size_t sdma_reqs;        /* submitted, not reaped */
 	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */
+	bool cma_proven;         /* a pull succeeded: splitting with the sender is safe */
 	struct opx_list ctl_pend;  /* control packets waiting for credits */
 	struct opx_list sdma_wait; /* sends waiting for SDMA ring space */
 	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */

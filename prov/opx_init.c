@@ -26,6 +26,7 @@
 /* Rendezvous pulls with Cross Memory Attach, which has no size limit of
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
+#define OPX_DEF_RNDV_SPLIT ((size_t)64 << 10)
 #define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
 #define OPX_DEF_JKEY (-1)
 #define OPX_DEF_SPIN_COUNT 1000
@@ -65,6 +66,7 @@ struct opx_params opx_env = {
 	.spin_count = OPX_DEF_SPIN_COUNT,
 	.sleep_ms = OPX_DEF_SLEEP_MS,
 	.rndv_cma = true,
+	.rndv_split = OPX_DEF_RNDV_SPLIT,
 };
 
 /* fi_prov_ini may be called more than once in a process (the core loads
@@ -125,6 +127,11 @@ static void opx_params_define(void)
 			"which is also used automatically where CMA is not permitted "
 			"(default: %d)",
 			1);
+	fi_param_define(&opx_prov, "RNDV_SPLIT", FI_PARAM_SIZE_T,
+			"From this message size the CMA rendezvous copy is split: the receiver "
+			"reads the first half while the sender writes the second, so both cores "
+			"copy at once; 0 disables (default: %zu)",
+			OPX_DEF_RNDV_SPLIT);
 }
 
 /* Read one int parameter; an unset variable keeps the default silently,
@@ -200,6 +207,7 @@ static void opx_params_load(void)
 	int cma;
 	if (fi_param_get_bool(&opx_prov, "RNDV_CMA", &cma) == 0)
 		p->rndv_cma = cma != 0;
+	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
 }
 

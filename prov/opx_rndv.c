@@ -38,7 +38,19 @@ struct opx_cts_payload {
 };
 static_assert(sizeof(struct opx_cts_payload) == 56, "cts payload layout");
 
-#define OPX_CTL_PAYLOAD_MAX 64
+/* CTW payload: where the sender writes its part of a split copy. */
+struct opx_ctw_payload {
+	uint32_t pid;       /* the receiver */
+	uint32_t iov_count;
+	uint64_t off;       /* offset in the message of the part */
+	uint64_t len;       /* bytes of the part */
+	uint64_t rsvd;
+	uint64_t iov_base[OPX_IOV_LIMIT];
+	uint64_t iov_len[OPX_IOV_LIMIT];
+};
+static_assert(sizeof(struct opx_ctw_payload) == 96, "ctw payload layout");
+
+#define OPX_CTL_PAYLOAD_MAX 96
 
 struct opx_ctl_pend {
 	struct opx_list link;
@@ -375,13 +387,16 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 /* ---------------------------------------------------------------------
  * Target.
  */
-static ssize_t opx_cma_read(pid_t pid, struct iovec *liov, size_t lcnt, struct iovec *riov,
-			    size_t rcnt, size_t len)
+/* One Cross Memory Attach copy of len bytes between our liov and the
+ * process pid's riov (write: ours to theirs), resuming partial transfers. */
+static ssize_t opx_cma_copy(pid_t pid, struct iovec *liov, size_t lcnt, struct iovec *riov,
+			    size_t rcnt, size_t len, bool write)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		ssize_t n = process_vm_readv(pid, liov, lcnt, riov, rcnt, 0);
+		ssize_t n = write ? process_vm_writev(pid, liov, lcnt, riov, rcnt, 0)
+				  : process_vm_readv(pid, liov, lcnt, riov, rcnt, 0);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -413,28 +428,97 @@ static ssize_t opx_cma_read(pid_t pid, struct iovec *liov, size_t lcnt, struct i
 	return (ssize_t)done;
 }
 
-/* 0 done (completed, DONE sent), -EPERM/-ENOSYS: CMA not permitted here. */
+/* The sender's iovec (from its RTS), bytes [off, off + len). */
+static size_t opx_rts_slice(const struct opx_rts_payload *rts, size_t off, size_t len,
+			    struct iovec *out)
+{
+	struct iovec v[OPX_IOV_LIMIT];
+
+	for (uint32_t i = 0; i < rts->iov_count; i++) {
+		v[i].iov_base = (void *)(uintptr_t)rts->iov_base[i];
+		v[i].iov_len = rts->iov_len[i];
+	}
+	return opx_iov_slice(v, rts->iov_count, off, len, out);
+}
+
+/* Split copy: the sender writes the second half (CTW) while we read the
+ * first, so two cores copy at once.  Only after a plain pull succeeded on
+ * this endpoint, so a refused CMA never strands half a message.
+ * Returns 0 when started, -FI_EAGAIN when it cannot be (plain pull then). */
+static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+			  struct opx_ux *ux, size_t len)
+{
+	struct opx_rndv_rx *x = ep->rndv_rx_free;
+	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
+	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
+	size_t half = (len / 2) & ~(size_t)4095;
+	struct opx_ctw_payload w = {0};
+	size_t lcnt, rcnt;
+	ssize_t n;
+
+	if (!x || !peer || !half)
+		return -FI_EAGAIN;
+	ep->rndv_rx_free = x->next_free;
+	ep->rndv_rx_busy++;
+	x->busy = true;
+	x->peer = peer;
+	x->ntid = 0;
+	x->err = 0;
+	x->req = req;
+	x->off = off;
+	x->cap = cap;
+	x->total = ux->len;
+	x->expect = len;
+	x->placed = 0;
+	x->tag = ux->tag;
+	x->data = ux->data;
+	x->pflags = ux->pflags;
+	x->src = ux->src;
+
+	lcnt = opx_iov_slice(req->iov, req->iov_count, off + half, len - half, liov);
+	w.pid = ep->pid;
+	w.iov_count = (uint32_t)lcnt;
+	w.off = half;
+	w.len = len - half;
+	for (size_t i = 0; i < lcnt; i++) {
+		w.iov_base[i] = (uint64_t)(uintptr_t)liov[i].iov_base;
+		w.iov_len[i] = liov[i].iov_len;
+	}
+	opx_ctl_send(ep, peer, OPX_OP_CTW, ux->cookie, opx_cookie(x->gen, (size_t)(x - ep->rndv_rx)),
+		     &w, sizeof(w));
+
+	lcnt = opx_iov_slice(req->iov, req->iov_count, off, half, liov);
+	rcnt = opx_rts_slice(&ux->rts, 0, half, riov);
+	n = opx_cma_copy((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, half, false);
+	if (n < 0) {
+		OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from pid %u failed: %s\n",
+			 ux->rts.pid, strerror((int)-n));
+		x->err = FI_EIO;
+	}
+	/* our half is read: the sender may complete once it wrote its own */
+	opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, x->err ? FI_EIO : 0, NULL, 0);
+	x->placed += half;
+	return 0;
+}
+
+/* 0 done (completed, DONE sent, or split started), -EPERM/-ENOSYS: CMA
+ * not permitted here. */
 static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 			 struct opx_ux *ux)
 {
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	size_t len = ux->len < cap ? ux->len : cap;
-	size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, len, liov);
-	size_t rcnt = 0, want = len;
 	uint32_t status = 0;
 	int err = 0;
 
-	for (uint32_t i = 0; i < ux->rts.iov_count && want; i++) {
-		size_t n = ux->rts.iov_len[i] < want ? ux->rts.iov_len[i] : want;
-		if (!n)
-			continue;
-		riov[rcnt].iov_base = (void *)(uintptr_t)ux->rts.iov_base[i];
-		riov[rcnt].iov_len = n;
-		rcnt++;
-		want -= n;
-	}
+	if (opx_env.rndv_split && len >= opx_env.rndv_split && ep->cma_proven &&
+	    !opx_rndv_split(ep, req, off, cap, ux, len))
+		return 0;
 	if (len) {
-		ssize_t n = opx_cma_read((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, len);
+		size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, len, liov);
+		size_t rcnt = opx_rts_slice(&ux->rts, 0, len, riov);
+		ssize_t n = opx_cma_copy((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, len, false);
+
 		if (n == -EPERM || n == -ENOSYS)
 			return (int)n;
 		if (n < 0) {
@@ -442,6 +526,8 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 				 ux->rts.pid, strerror((int)-n));
 			err = FI_EIO;
 			status = FI_EIO;
+		} else {
+			ep->cma_proven = true;
 		}
 	}
 	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
@@ -573,9 +659,74 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 	return 0;
 }
 
+/* Sender: write our part of a split copy into the receiver's buffer. */
+static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
+	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
+	struct opx_ctw_payload w;
+	uint64_t sum = 0;
+	uint32_t status = 0;
+	size_t lcnt;
+
+	if (!t || t->cts_ntid || h->paylen != sizeof(w)) {
+		opx_rx_drop(ep, "CTW for an unknown send");
+		return 0;
+	}
+	memcpy(&w, pay, sizeof(w));
+	if (w.iov_count > OPX_IOV_LIMIT || w.off > t->len || w.len > t->len - w.off) {
+		opx_rx_drop(ep, "CTW outside the message");
+		return 0;
+	}
+	for (uint32_t i = 0; i < w.iov_count; i++) {
+		riov[i].iov_base = (void *)(uintptr_t)w.iov_base[i];
+		riov[i].iov_len = w.iov_len[i];
+		sum += w.iov_len[i];
+	}
+	if (sum != w.len) {
+		opx_rx_drop(ep, "CTW with inconsistent lengths");
+		return 0;
+	}
+	lcnt = opx_iov_slice(t->iov, t->iov_count, w.off, w.len, liov);
+	if (w.len) {
+		ssize_t n = opx_cma_copy((pid_t)w.pid, liov, lcnt, riov, w.iov_count, w.len, true);
+		if (n < 0) {
+			OPX_WARN(FI_LOG_EP_DATA, "cross memory attach write to pid %u failed: %s\n",
+				 w.pid, strerror((int)-n));
+			status = FI_EIO;
+		}
+	}
+	opx_ctl_send(ep, t->peer, OPX_OP_WDONE, h->p.u64[1], status, NULL, 0);
+	return 0;
+}
+
+/* Receiver: the sender's part of a split copy has landed. */
+static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
+{
+	uint32_t idx = (uint32_t)h->p.u64[0];
+	struct opx_rndv_rx *x;
+
+	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
+	    ep->rndv_rx[idx].gen != (h->p.u64[0] >> 32) || ep->rndv_rx[idx].ntid) {
+		opx_rx_drop(ep, "WDONE for an unknown receive");
+		return 0;
+	}
+	x = &ep->rndv_rx[idx];
+	if (h->p.u32[2])
+		x->err = FI_EIO;
+	opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags, x->src,
+			x->err);
+	opx_rndv_rx_free(ep, x);
+	return 0;
+}
+
 int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
 	switch (e->hdr.opcode) {
+	case OPX_OP_CTW:
+		return opx_rx_ctw(ep, &e->hdr, pay);
+	case OPX_OP_WDONE:
+		return opx_rx_wdone(ep, &e->hdr);
 	case OPX_OP_DONE:
 		return opx_rx_done(ep, &e->hdr, pay);
 	case OPX_OP_CTS:
