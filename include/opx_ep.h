@@ -12,7 +12,10 @@
  *   larger                      rendezvous: RTS (tag, length, CQ data, the
  *                               sender's iovec) -> receiver matches and
  *                               pulls the data once with Cross Memory
- *                               Attach -> DONE back to the sender
+ *                               Attach -> DONE back to the sender; from
+ *                               opx_env.rndv_split the sender writes half
+ *                               the copy; without CMA the SDMA engine
+ *                               pushes into TID registrations (opx_rndv.c)
  * Every packet of a sender goes through one ordered queue at the
  * receiver, so messages between two endpoints match in send order
  * whatever their protocol.

@@ -11,6 +11,13 @@
  *                                           receive buffer; complete
  *   complete on DONE                   <--  DONE {cookie, status}
  *
+ *   split copy (from FI_OPX_RNDV_SPLIT, once a pull has worked):
+ *   write the second half with         <--  CTW {cookie, rx cookie, offset,
+ *   process_vm_writev                         the receive buffer's iovec}
+ *                                           read the first half meanwhile
+ *   complete on DONE                   <--  DONE after its own half
+ *   WDONE {rx cookie, status}          -->  complete
+ *
  *   fallback (CMA not permitted, or FI_OPX_RNDV_CMA=0):
  *                                           register the receive buffer for
  *                                           expected receive (TID)
