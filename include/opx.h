@@ -220,6 +220,10 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
  * if one has work pending.  Lock held. */
 int opx_pset_arm_locked(struct opx_pset *ps);
 void opx_pset_disarm_locked(struct opx_pset *ps);
+/* fi_trywait of one CQ or counter, after progress: -FI_EAGAIN when it is
+ * ready (has something to read), else arm its endpoints once (*armed).
+ * Lock held. */
+int opx_pset_trywait_locked(struct opx_pset *ps, bool *armed, bool ready);
 /* fabric->ops->trywait: 0 when every fid may block, -FI_EAGAIN when one
  * has work pending (the caller reads it instead of waiting). */
 int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);

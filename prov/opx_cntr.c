@@ -206,15 +206,9 @@ static int opx_cntr_trywait(struct opx_cntr *c)
 		return -FI_EINVAL;
 	opx_lock_acquire(&c->domain->lock);
 	opx_pset_progress_locked(&c->pset);
-	if (atomic_load_explicit(&c->value, memory_order_acquire) != priv->last_read) {
-		ret = -FI_EAGAIN;
-	} else if (priv->armed) {
-		ret = 0;
-	} else {
-		ret = opx_pset_arm_locked(&c->pset);
-		if (ret == 0)
-			priv->armed = true;
-	}
+	ret = opx_pset_trywait_locked(
+		&c->pset, &priv->armed,
+		atomic_load_explicit(&c->value, memory_order_acquire) != priv->last_read);
 	opx_lock_release(&c->domain->lock);
 	return ret;
 }

@@ -449,15 +449,8 @@ static int opx_cq_trywait(struct opx_cq *cq)
 		return -FI_EINVAL;
 	opx_lock_acquire(&cq->domain->lock);
 	opx_pset_progress_locked(&cq->pset);
-	if (cq->tail != cq->head || !opx_list_empty(&cq->err_list)) {
-		ret = -FI_EAGAIN;
-	} else if (priv->armed) {
-		ret = 0; /* still armed from an earlier trywait */
-	} else {
-		ret = opx_pset_arm_locked(&cq->pset);
-		if (ret == 0)
-			priv->armed = true;
-	}
+	ret = opx_pset_trywait_locked(&cq->pset, &priv->armed,
+				      cq->tail != cq->head || !opx_list_empty(&cq->err_list));
 	opx_lock_release(&cq->domain->lock);
 	return ret;
 }

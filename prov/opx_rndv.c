@@ -448,6 +448,29 @@ static size_t opx_rts_slice(const struct opx_rts_payload *rts, size_t off, size_
 	return opx_iov_slice(v, rts->iov_count, off, len, out);
 }
 
+/* Take the free receive slot x for a matched rendezvous message that
+ * still needs data from its sender (split copy or pushed data). */
+static void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_req *req,
+			     size_t off, size_t cap, const struct opx_ux *ux, size_t expect,
+			     struct shim_peer *peer)
+{
+	ep->rndv_rx_free = x->next_free;
+	ep->rndv_rx_busy++;
+	x->busy = true;
+	x->peer = peer;
+	x->err = 0;
+	x->req = req;
+	x->off = off;
+	x->cap = cap;
+	x->total = ux->len;
+	x->expect = expect;
+	x->placed = 0;
+	x->tag = ux->tag;
+	x->data = ux->data;
+	x->pflags = ux->pflags;
+	x->src = ux->src;
+}
+
 /* Split copy: the sender writes the second half (CTW) while we read the
  * first, so two cores copy at once.  Only after a plain pull succeeded on
  * this endpoint, so a refused CMA never strands half a message.
@@ -465,22 +488,8 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 
 	if (!x || !peer || !half)
 		return -FI_EAGAIN;
-	ep->rndv_rx_free = x->next_free;
-	ep->rndv_rx_busy++;
-	x->busy = true;
-	x->peer = peer;
+	opx_rndv_rx_take(ep, x, req, off, cap, ux, len, peer);
 	x->ntid = 0;
-	x->err = 0;
-	x->req = req;
-	x->off = off;
-	x->cap = cap;
-	x->total = ux->len;
-	x->expect = len;
-	x->placed = 0;
-	x->tag = ux->tag;
-	x->data = ux->data;
-	x->pflags = ux->pflags;
-	x->src = ux->src;
 
 	lcnt = opx_iov_slice(req->iov, req->iov_count, off + half, len - half, liov);
 	w.pid = ep->pid;
@@ -589,20 +598,7 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 		cts.len[i] = liov[i].iov_len;
 	}
 	cts.ntid = x->ntid;
-	ep->rndv_rx_free = x->next_free;
-	ep->rndv_rx_busy++;
-	x->busy = true;
-	x->peer = peer;
-	x->req = req;
-	x->off = off;
-	x->cap = cap;
-	x->total = ux->len;
-	x->expect = expect;
-	x->placed = 0;
-	x->tag = ux->tag;
-	x->data = ux->data;
-	x->pflags = ux->pflags;
-	x->src = ux->src;
+	opx_rndv_rx_take(ep, x, req, off, cap, ux, expect, peer);
 	opx_ctl_send(ep, peer, OPX_OP_CTS, ux->cookie, opx_cookie(x->gen, (size_t)(x - ep->rndv_rx)),
 		     &cts, sizeof(cts));
 	if (!expect) {

@@ -29,6 +29,20 @@ void opx_rx_drop(struct opx_ep *ep, const char *why)
 	(void)why;
 }
 
+/* An unexpected message's first packet: describe it and queue it, in
+ * arrival order, where receives and peeks look for it. */
+static void opx_ux_enqueue(struct opx_ep *ep, struct opx_ux *ux, const struct shim_pkt_hdr *h,
+			   fi_addr_t src, const uint8_t *pay)
+{
+	ux->tag = h->tag;
+	ux->data = h->data;
+	ux->src = src;
+	ux->pflags = h->flags;
+	ux->rcvd = h->paylen;
+	memcpy(ux->buf, pay, h->paylen);
+	opx_list_insert_tail((h->flags & OPX_PF_TAGGED) ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+}
+
 static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	bool tagged = h->flags & OPX_PF_TAGGED;
@@ -46,13 +60,7 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
 	ux = opx_ux_get(ep, h->paylen);
 	if (!ux)
 		return -FI_EAGAIN;
-	ux->tag = h->tag;
-	ux->data = h->data;
-	ux->src = src;
-	ux->pflags = h->flags;
-	ux->rcvd = h->paylen;
-	memcpy(ux->buf, pay, h->paylen);
-	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	opx_ux_enqueue(ep, ux, h, src, pay);
 	return 0;
 }
 
@@ -96,13 +104,7 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 			return -FI_EAGAIN;
 		if (mp->active)
 			opx_mp_abort(ep);
-		ux->tag = h->tag;
-		ux->data = h->data;
-		ux->src = src;
-		ux->pflags = h->flags;
-		ux->rcvd = h->paylen;
-		memcpy(ux->buf, pay, h->paylen);
-		opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+		opx_ux_enqueue(ep, ux, h, src, pay);
 		mp->ux = ux;
 		mp->req = NULL;
 	} else {

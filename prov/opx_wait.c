@@ -110,6 +110,20 @@ bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep
 	return true;
 }
 
+int opx_pset_trywait_locked(struct opx_pset *ps, bool *armed, bool ready)
+{
+	int ret;
+
+	if (ready)
+		return -FI_EAGAIN;
+	if (*armed)
+		return 0; /* still armed from an earlier trywait */
+	ret = opx_pset_arm_locked(ps);
+	if (ret == 0)
+		*armed = true;
+	return ret;
+}
+
 void opx_pset_free(struct opx_pset *ps)
 {
 	free(ps->eps);
