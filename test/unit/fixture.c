@@ -107,6 +107,28 @@ void fx_close(struct fx_env *e)
 	memset(e, 0, sizeof(*e));
 }
 
+int fx_open_domain(struct fx_env *e, const char *threading)
+{
+	int ret;
+
+	if (!e)
+		return -FI_EINVAL;
+	memset(e, 0, sizeof(*e));
+	ret = fx_getinfo(threading, 0, &e->info);
+	if (ret)
+		goto fail;
+	ret = fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL);
+	if (ret)
+		goto fail;
+	ret = fi_domain(e->fabric, e->info, &e->domain, NULL);
+	if (ret)
+		goto fail;
+	return 0;
+fail:
+	fx_close(e);
+	return ret;
+}
+
 int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format)
 {
 	struct fi_av_attr av_attr;
@@ -115,19 +137,10 @@ int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_form
 	size_t addrlen = sizeof(addr);
 	int ret;
 
-	if (!e)
-		return -FI_EINVAL;
-	memset(e, 0, sizeof(*e));
-	ret = fx_getinfo(NULL, 0, &e->info);
+	ret = fx_open_domain(e, NULL);
 	if (ret)
-		goto fail;
+		return ret;
 	e->info->domain_attr->av_type = av_type;
-	ret = fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL);
-	if (ret)
-		goto fail;
-	ret = fi_domain(e->fabric, e->info, &e->domain, NULL);
-	if (ret)
-		goto fail;
 
 	memset(&av_attr, 0, sizeof(av_attr));
 	av_attr.type = av_type;

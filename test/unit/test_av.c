@@ -24,40 +24,28 @@ static struct fi_info *g_info;
 static struct fid_fabric *g_fabric;
 static struct fid_domain *g_domain;
 
+static struct fx_env g_env;
+
 static int group_setup(void **state)
 {
-	struct fi_provider *prov = fx_prov();
 	int ret;
 
 	(void)state;
-	if (!prov)
-		return -1;
-	ret = fx_getinfo(NULL, 0, &g_info);
+	ret = fx_open_domain(&g_env, NULL);
 	if (ret) {
-		fprintf(stderr, "getinfo: %d\n", ret);
+		fprintf(stderr, "fabric/domain: %d\n", ret);
 		return -1;
 	}
-	ret = prov->fabric(g_info->fabric_attr, &g_fabric, NULL);
-	if (ret) {
-		fprintf(stderr, "fabric: %d\n", ret);
-		return -1;
-	}
-	ret = fi_domain(g_fabric, g_info, &g_domain, NULL);
-	if (ret) {
-		fprintf(stderr, "domain: %d\n", ret);
-		return -1;
-	}
+	g_info = g_env.info;
+	g_fabric = g_env.fabric;
+	g_domain = g_env.domain;
 	return 0;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	if (g_domain)
-		fi_close(&g_domain->fid);
-	if (g_fabric)
-		fi_close(&g_fabric->fid);
-	fi_freeinfo(g_info);
+	fx_close(&g_env);
 	return 0;
 }
 
