@@ -37,20 +37,14 @@
 #   BENCH_LARGE_DEADLINE  seconds for the whole script (default 270)
 set -u
 
-if [ -z "${OPX_BUILD_DIR:-}" ]; then
-	if [ -e .libs/libopx-fi.so ]; then
-		OPX_BUILD_DIR=$(pwd)
-	else
-		OPX_BUILD_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build
-	fi
-fi
+BENCH_NAME=bench-large.sh
+# shellcheck source=scripts/bench-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
+
 SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$OPX_BUILD_DIR/.libs}
-read -r -a PROVS <<<"${BENCH_PROVS:-opx shm}"
 SIZES=${BENCH_LARGE_SIZES:-"16384 65536 262144 1048576 4194304 16777216"}
 MODES="bw bibw lat"
 TARGET=${BENCH_LARGE_TARGET:-0.25}
-REPEAT=${BENCH_REPEAT:-3}
 START=$SECONDS
 DEADLINE=$((START + ${BENCH_LARGE_DEADLINE:-270}))
 # The libfabric part stops early enough to leave the MPI part its time.
@@ -69,41 +63,11 @@ if [ ! -x "$BW" ]; then
 	echo "bench-large.sh: $BW not built (run make in $OPX_BUILD_DIR)" >&2
 	exit 1
 fi
-if [ ! -e "$FI_PROVIDER_PATH/libopx-fi.so" ]; then
-	echo "bench-large.sh: warning: no libopx-fi.so in FI_PROVIDER_PATH=$FI_PROVIDER_PATH" >&2
-fi
-
-if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
-	PIN_SRV=(taskset -c 0)
-	PIN_CLI=(taskset -c 1)
-	pinning="server on core 0, client on core 1"
-else
-	PIN_SRV=()
-	PIN_CLI=()
-	pinning="unpinned (fewer than 2 cores or no taskset)"
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/opx-bench-large.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
 declare -A VAL      # "<prov>/<mode>/<size>" -> best figure, fail or skip
 declare -A MPIVAL   # "<label>/<mode>/<size>" -> best figure, fail or skip
 FAILURES=()
 NOTES=()
 
-wait_listen() {
-	local port=$1 pid=$2 i
-	if ! command -v ss >/dev/null 2>&1; then
-		sleep 1
-		return 0
-	fi
-	for ((i = 0; i < 100; i++)); do
-		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
-		kill -0 "$pid" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
 
 # why FILE...: the last non-empty line of the given logs, for the failure list.
 why() {

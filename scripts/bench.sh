@@ -27,24 +27,14 @@
 #                     about 4.5 more minutes)
 set -u
 
-# Default build directory: the current one when it holds a build (make
-# bench), else <repo>/build as left by scripts/main-job.sh.
-if [ -z "${OPX_BUILD_DIR:-}" ]; then
-	if [ -e .libs/libopx-fi.so ]; then
-		OPX_BUILD_DIR=$(pwd)
-	else
-		OPX_BUILD_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build
-	fi
-fi
-export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$OPX_BUILD_DIR/.libs}
-read -r -a PROVS <<<"${BENCH_PROVS:-opx shm}"
+BENCH_NAME=bench.sh
+# shellcheck source=scripts/bench-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
+
 ITERS=${BENCH_ITERS:-10000}
 SIZES=${BENCH_SIZES:-"8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
 RATE_SIZES=${BENCH_RATE_SIZES:-"8 64"}
 RATE_ITERS=${BENCH_RATE_ITERS:-2000}
-# Best of N: on a shared machine the noise is one-sided (interference only
-# ever makes a run slower), so the best run is the most faithful figure.
-REPEAT=${BENCH_REPEAT:-3}
 DEADLINE=$((SECONDS + ${BENCH_DEADLINE:-170}))
 RUN_TMO=15
 PORT=48300
@@ -54,37 +44,6 @@ if ! command -v fi_pingpong >/dev/null 2>&1; then
 	echo "bench.sh: fi_pingpong not found (Debian package libfabric-bin)" >&2
 	exit 1
 fi
-if [ ! -e "$FI_PROVIDER_PATH/libopx-fi.so" ]; then
-	echo "bench.sh: warning: no libopx-fi.so in FI_PROVIDER_PATH=$FI_PROVIDER_PATH" >&2
-fi
-
-# Two distinct cores if we have them; otherwise run unpinned and say so.
-if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
-	PIN_SRV=(taskset -c 0)
-	PIN_CLI=(taskset -c 1)
-	pinning="server on core 0, client on core 1"
-else
-	PIN_SRV=()
-	PIN_CLI=()
-	pinning="unpinned (fewer than 2 cores or no taskset)"
-fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/opx-bench.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-
-wait_listen() {
-	local port=$1 pid=$2 i
-	if ! command -v ss >/dev/null 2>&1; then
-		sleep 1
-		return 0
-	fi
-	for ((i = 0; i < 100; i++)); do
-		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
-		kill -0 "$pid" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 1
-}
 
 # run_pair OUTFILE SERVER_CMD... -- CLIENT_CMD...: one server/client run on
 # a fresh port ($PORT is substituted for the literal word @PORT@).  Prints

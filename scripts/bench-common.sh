@@ -1,0 +1,53 @@
+# shellcheck shell=bash disable=SC2034  # variables are used by the sourcing script
+# SPDX-License-Identifier: BSD-2-Clause
+# bench-common.sh - sourced by bench.sh and bench-large.sh: where the build
+# is, which providers to compare, how server and client are pinned, and a
+# scratch directory removed on exit.  Expects BENCH_NAME to be set.
+
+# Default build directory: the current one when it holds a build (make
+# bench), else <repo>/build as left by scripts/main-job.sh.
+if [ -z "${OPX_BUILD_DIR:-}" ]; then
+	if [ -e .libs/libopx-fi.so ]; then
+		OPX_BUILD_DIR=$(pwd)
+	else
+		OPX_BUILD_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build
+	fi
+fi
+export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-$OPX_BUILD_DIR/.libs}
+read -r -a PROVS <<<"${BENCH_PROVS:-opx shm}"
+# Best of N: on a shared machine the noise is one-sided (interference only
+# ever makes a run slower), so the best run is the most faithful figure.
+REPEAT=${BENCH_REPEAT:-3}
+
+if [ ! -e "$FI_PROVIDER_PATH/libopx-fi.so" ]; then
+	echo "$BENCH_NAME: warning: no libopx-fi.so in FI_PROVIDER_PATH=$FI_PROVIDER_PATH" >&2
+fi
+
+# Two distinct cores if we have them; otherwise run unpinned and say so.
+if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -ge 2 ]; then
+	PIN_SRV=(taskset -c 0)
+	PIN_CLI=(taskset -c 1)
+	pinning="server on core 0, client on core 1"
+else
+	PIN_SRV=()
+	PIN_CLI=()
+	pinning="unpinned (fewer than 2 cores or no taskset)"
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/opx-$BENCH_NAME.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# wait_listen PORT PID: until a server (PID) listens on PORT, bounded.
+wait_listen() {
+	local port=$1 pid=$2 i
+	if ! command -v ss >/dev/null 2>&1; then
+		sleep 1
+		return 0
+	fi
+	for ((i = 0; i < 100; i++)); do
+		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
