@@ -13,14 +13,17 @@
 #                     script itself against libfabric's shm provider)
 #   FI_PROVIDER_PATH  where libopx-fi.so is (default $OPX_BUILD_DIR/.libs,
 #                     or ./.libs when OPX_BUILD_DIR is not set either)
-#   PINGPONG_PORT     first TCP control port (default 48100); each run uses
-#                     its own port so a lingering socket cannot break the next
+#   PINGPONG_PORT     first TCP control port (default: random in 20000..49999);
+#                     each run uses its own port so a lingering socket cannot
+#                     break the next, and a port some other program holds is
+#                     skipped (the run is retried on the next port)
 #   PINGPONG_ITERS    iterations per run (default 10)
 #   PINGPONG_SIZES    override the size list
 set -u
 
 PROV=${PROV:-opx}
-PORT=${PINGPONG_PORT:-48100}
+PORT=${PINGPONG_PORT:-$((20000 + RANDOM % 30000))}
+TRIES=5
 ITERS=${PINGPONG_ITERS:-10}
 SIZES=${PINGPONG_SIZES:-"1 2 15 16 17 64 1000 4095 4096 4097 8191 8192 8193 16383 16384 16385"}
 MODES="tagged msg"
@@ -47,21 +50,32 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/opx-pingpong.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# Wait (at most ~5 s) until the server listens on its control port, so the
-# client never races the server's startup; without ss, fall back to a pause.
+# Wait (at most ~5 s) until *our* server listens on its control port, so
+# the client never races the server's startup nor talks to another program
+# that happens to hold the port. Returns 2 when the port is taken by
+# someone else (the caller moves to another port). Without ss, fall back
+# to a pause.
 wait_listen() {
-	local port=$1 pid=$2 i
+	local port=$1 pid=$2 out=$3 i kids
 	if ! command -v ss >/dev/null 2>&1; then
 		sleep 1
 		return 0
 	fi
 	for ((i = 0; i < 100; i++)); do
-		if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then
+		# $pid is timeout(1); fi_pingpong is its child.
+		kids=$(pgrep -P "$pid" | tr '\n' '|')
+		if [ -n "$kids" ] &&
+		   ss -Hltnp "sport = :$port" 2>/dev/null | grep -qE "pid=(${kids%|}),"; then
 			return 0
 		fi
-		kill -0 "$pid" 2>/dev/null || return 1
+		if ! kill -0 "$pid" 2>/dev/null ||
+		   grep -qi 'address already in use' "$out" 2>/dev/null; then
+			grep -qi 'in use' "$out" 2>/dev/null && return 2
+			return 1
+		fi
 		sleep 0.05
 	done
+	ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 2
 	return 1
 }
 
@@ -76,19 +90,27 @@ for mode in $MODES; do
 		cli_out=$tmp/cli.$mode.$size
 		args=(-p "$PROV" -e rdm -m "$mode" -c -S "$size" -I "$ITERS")
 
-		timeout $TMO fi_pingpong "${args[@]}" -B "$PORT" >"$srv_out" 2>&1 &
-		srv_pid=$!
-		if wait_listen "$PORT" "$srv_pid"; then
-			timeout $TMO fi_pingpong "${args[@]}" -P "$PORT" 127.0.0.1 >"$cli_out" 2>&1
-			cli_rc=$?
-		else
-			echo "server did not start listening" >"$cli_out"
-			cli_rc=1
-			kill "$srv_pid" 2>/dev/null
-		fi
-		wait "$srv_pid"
-		srv_rc=$?
-		PORT=$((PORT + 1))
+		for ((try = 1; try <= TRIES; try++)); do
+			timeout $TMO fi_pingpong "${args[@]}" -B "$PORT" >"$srv_out" 2>&1 &
+			srv_pid=$!
+			wait_listen "$PORT" "$srv_pid" "$srv_out"
+			listen_rc=$?
+			if [ $listen_rc = 0 ]; then
+				timeout $TMO fi_pingpong "${args[@]}" -P "$PORT" 127.0.0.1 >"$cli_out" 2>&1
+				cli_rc=$?
+			else
+				echo "server did not start listening on port $PORT" >"$cli_out"
+				cli_rc=1
+				kill "$srv_pid" 2>/dev/null
+			fi
+			wait "$srv_pid"
+			srv_rc=$?
+			PORT=$((PORT + 1))
+			[ $PORT -gt 60000 ] && PORT=20000
+			# Port held by another program: same run on the next port.
+			[ $listen_rc = 2 ] || break
+			echo "note: $name: port $((PORT - 1)) in use, retrying on $PORT"
+		done
 
 		if [ $cli_rc -eq 0 ] && [ $srv_rc -eq 0 ]; then
 			pass=$((pass + 1))
