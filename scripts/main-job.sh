@@ -67,15 +67,26 @@ build() {
 }
 
 # Start "$@ -B port" in the background and "$@ -P port 127.0.0.1" in the
-# foreground, both bounded; fail if either side fails.
+# foreground, both bounded; fail if either side fails.  The port is random
+# and a server that finds it taken is restarted on another one.
 run_pingpong() {
-	local port=48200 spid rc=0 srv_rc=0
+	local port spid rc srv_rc try
 	log "fi_pingpong $* (server + client on 127.0.0.1)"
-	timeout 120 fi_pingpong "$@" -B $port >"$BUILD/pingpong-server.log" 2>&1 &
-	spid=$!
-	sleep 1
-	timeout 120 fi_pingpong "$@" -P $port 127.0.0.1 || rc=$?
-	wait $spid || srv_rc=$?
+	for try in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 30000))
+		rc=0 srv_rc=0
+		timeout 120 fi_pingpong "$@" -B $port >"$BUILD/pingpong-server.log" 2>&1 &
+		spid=$!
+		sleep 1
+		if grep -qi 'address already in use' "$BUILD/pingpong-server.log"; then
+			wait $spid
+			echo "port $port in use, trying another"
+			continue
+		fi
+		timeout 120 fi_pingpong "$@" -P $port 127.0.0.1 || rc=$?
+		wait $spid || srv_rc=$?
+		break
+	done
 	if [ $rc -ne 0 ] || [ $srv_rc -ne 0 ]; then
 		echo "fi_pingpong failed: client rc=$rc server rc=$srv_rc (124 = timeout)"
 		echo "--- server output:"
