@@ -5,7 +5,8 @@
 # and a 2-rank Open MPI job over it and print their figures.
 #
 # Usage: bash scripts/main-job.sh [--deps-only]
-#   --deps-only   only install the Debian packages (used by test-all.sh)
+#   --deps-only   only install the Debian packages, those the tests need
+#                 too (used by test-all.sh)
 # Environment:
 #   OPX_BUILD     build directory (default <repo>/build)
 #   OPX_JOBS      make -j (default: number of cores, at most 4)
@@ -20,6 +21,8 @@ JOBS=${OPX_JOBS:-$(nproc)}
 PACKAGES=(libfabric-dev libfabric-bin libibverbs-dev libnuma-dev libcmocka-dev
 	openmpi-bin libopenmpi-dev autoconf automake libtool pkg-config make gcc
 	clang iproute2)
+# Only the test suite needs these: the Debian package build and its checks.
+TEST_PACKAGES=(dpkg-dev debhelper fakeroot lintian)
 
 log() { printf '\n==> %s\n' "$*"; }
 
@@ -35,13 +38,14 @@ as_root() {
 	fi
 }
 
+# install_deps PACKAGE...: apt-get install whichever are missing.
 install_deps() {
 	local missing=() p
 	if [ "${OPX_NO_APT:-0}" = 1 ]; then
 		log "skipping apt-get (OPX_NO_APT=1)"
 		return 0
 	fi
-	for p in "${PACKAGES[@]}"; do
+	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			missing+=("$p")
 	done
@@ -55,7 +59,7 @@ install_deps() {
 	export DEBIAN_FRONTEND=noninteractive
 	as_root apt-get update
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-		"${PACKAGES[@]}"
+		"$@"
 }
 
 build() {
@@ -116,8 +120,11 @@ run_mpi() {
 }
 
 main() {
-	install_deps
-	[ "${1:-}" = "--deps-only" ] && return 0
+	if [ "${1:-}" = "--deps-only" ]; then
+		install_deps "${PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+		return 0
+	fi
+	install_deps "${PACKAGES[@]}"
 	build
 
 	export FI_PROVIDER_PATH=$BUILD/.libs

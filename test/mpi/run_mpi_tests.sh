@@ -9,7 +9,8 @@
 #                      and opx is loaded from $OPX_BUILD_DIR/.libs
 #   FI_PROVIDER_PATH   overrides where libopx-fi.so is looked for
 #   FI_LOG_LEVEL       passed through to the ranks
-#   NPS="2 3 4"        rank counts to run;  TESTS="mpi_ring ..." subset
+#   NPS="2 3 4"        rank counts to run;  MPI_TESTS="mpi_ring ..." subset
+#                      (not TESTS: "make check TESTS=..." exports that one)
 #   RNDV_MODES="cma push"  opx rendezvous paths: cma = default single-copy
 #                      pull, push = -x FI_OPX_RNDV_CMA=0 (SDMA/TID push).
 #                      The first mode runs every test; later modes run only
@@ -25,7 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 prov=${PROV:-opx}
 mode=${MPI_MODE:-cm}
 nps=${NPS:-"2 3 4"}
-tests=${TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_threads mpi_pingpong mpi_large mpi_flood"}
+tests=${MPI_TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_threads mpi_pingpong mpi_large mpi_flood"}
 modes=${RNDV_MODES:-"cma push"}
 rndv_tests=${RNDV_TESTS:-"mpi_large mpi_flood"}
 tmo=${TEST_TIMEOUT:-300}

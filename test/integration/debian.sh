@@ -1,0 +1,102 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
+# debian.sh - the Debian package: dpkg-buildpackage builds libfabric-opx
+# from a copy of the source tree; its file list is exactly the module in
+# libfabric's provider directory, the programs and the man page; lintian
+# reports no error; and (as root) installing it makes "fi_info -p opx"
+# work with no FI_PROVIDER_PATH, and removing it takes the provider away.
+# Skipped (exit 77) with the reason where the tools are missing.
+set -u
+src=${OPX_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+for t in dpkg-buildpackage dh dpkg-deb; do
+	if ! command -v $t >/dev/null 2>&1; then
+		echo "SKIP: $t not found (Debian packages dpkg-dev, debhelper)"
+		exit 77
+	fi
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/opx-deb.XXXXXX") || exit 1
+installed=0
+cleanup() {
+	[ $installed = 1 ] && dpkg -r libfabric-opx >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A clean copy: build directories and autotools output stay behind.
+mkdir "$work/opx"
+(cd "$src" && tar --exclude='./build*' --exclude=./.git --exclude=./autom4te.cache \
+	--exclude=./configure --exclude=./aclocal.m4 --exclude=./build-aux \
+	--exclude=./m4 --exclude='*.in' --exclude=./config.status --exclude=./libtool \
+	-cf - .) | tar -C "$work/opx" -xf - || exit 1
+echo "# dpkg-buildpackage -us -uc -b (log: $work/build.log)"
+if ! (cd "$work/opx" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
+	echo "FAIL: dpkg-buildpackage"
+	tail -n 40 "$work/build.log"
+	exit 1
+fi
+deb=$(ls "$work"/libfabric-opx_*.deb 2>/dev/null | head -n 1)
+if [ -z "$deb" ]; then
+	echo "FAIL: no libfabric-opx .deb was built"
+	exit 1
+fi
+status=0
+multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+files=$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||' | sort)
+expect=$(printf '%s\n' \
+	"usr/bin/opx_bw" "usr/bin/opx_msgrate" \
+	"usr/lib/$multi/libfabric/libopx-fi.so" \
+	"usr/share/doc/libfabric-opx/changelog.gz" \
+	"usr/share/doc/libfabric-opx/copyright" \
+	"usr/share/man/man7/fi_opx.7.gz" | sort)
+if [ "$files" != "$expect" ]; then
+	echo "FAIL: package file list differs from the expected one"
+	diff <(echo "$expect") <(echo "$files")
+	status=1
+else
+	echo "PASS: $(basename "$deb"): $(echo "$files" | wc -l) files"
+fi
+
+if command -v lintian >/dev/null 2>&1; then
+	lintian "$deb" >"$work/lintian.log" 2>&1
+	[ -n "${OPX_DEB_VERBOSE:-}" ] && cat "$work/lintian.log"
+	if grep -q '^E:' "$work/lintian.log"; then
+		echo "FAIL: lintian errors:"
+		grep '^E:' "$work/lintian.log"
+		status=1
+	else
+		echo "PASS: lintian: no error ($(grep -c '^W:' "$work/lintian.log") warnings)"
+	fi
+else
+	echo "note: lintian not installed, not run"
+fi
+
+if [ "$(id -u)" != 0 ]; then
+	echo "note: not root: install/remove check skipped"
+	exit $status
+fi
+if dpkg-query -W -f='${Status}' libfabric-opx 2>/dev/null | grep -q 'install ok'; then
+	echo "note: libfabric-opx already installed on this machine: install/remove check skipped"
+	exit $status
+fi
+if ! dpkg -i "$deb" >"$work/dpkg.log" 2>&1; then
+	echo "FAIL: dpkg -i"
+	cat "$work/dpkg.log"
+	exit 1
+fi
+installed=1
+if env -u FI_PROVIDER_PATH fi_info -p opx >"$work/fi_info.log" 2>&1 &&
+   grep -q 'provider: opx' "$work/fi_info.log"; then
+	echo "PASS: installed package: fi_info -p opx finds the provider without FI_PROVIDER_PATH"
+else
+	echo "FAIL: installed package: fi_info -p opx:"
+	head -n 5 "$work/fi_info.log"
+	status=1
+fi
+dpkg -r libfabric-opx >/dev/null 2>&1 && installed=0
+if env -u FI_PROVIDER_PATH fi_info -p opx >/dev/null 2>&1; then
+	echo "FAIL: fi_info still finds opx after dpkg -r"
+	status=1
+else
+	echo "PASS: dpkg -r removed the provider"
+fi
+exit $status
