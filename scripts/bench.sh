@@ -1,6 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
-# bench.sh - opx against libfabric's own shm provider, same host, same run.
+# bench.sh - opx against libfabric's own shm, tcp and udp providers, same
+# host, same run; then (scripts/bench-mpi.sh) opx under Open MPI against
+# Open MPI's vader and libfabric shm at every size from 1 B to 4 MiB, and
+# small collectives.
 #
 # Latency: fi_pingpong (libfabric-bin) RDM tagged, 8 B .. 16 KiB.
 # Rate:    test/bench/opx_msgrate (windowed tagged sends + ack per window).
@@ -14,20 +17,22 @@
 #   OPX_BUILD_DIR     build directory (default: the current directory if it
 #                     holds a build, else <repo>/build)
 #   FI_PROVIDER_PATH  where libopx-fi.so is (default $OPX_BUILD_DIR/.libs)
-#   BENCH_PROVS       providers to compare (default "opx shm"; the first is
-#                     the numerator of the ratio)
+#   BENCH_PROVS       providers to compare (default "opx shm tcp udp"; the
+#                     first is the numerator of every ratio)
 #   BENCH_ITERS       fi_pingpong iterations per size (default 10000)
 #   BENCH_SIZES       latency sizes (default 8 B .. 16 KiB, powers of two)
 #   BENCH_RATE_SIZES  message-rate sizes (default "8 64")
 #   BENCH_RATE_ITERS  opx_msgrate windows (default 2000)
 #   BENCH_REPEAT      runs per figure; the best is reported (default 3)
-#   BENCH_DEADLINE    seconds for the whole script (default 170)
+#   BENCH_DEADLINE    seconds for the libfabric part (default 300)
+#   BENCH_MPI=0       skip the Open MPI part (scripts/bench-mpi.sh)
 #   BENCH_LARGE=1     afterwards, run scripts/bench-large.sh too (16 KiB ..
 #                     16 MiB bandwidth and latency, also under Open MPI;
 #                     about 4.5 more minutes)
 set -u
 
 BENCH_NAME=bench.sh
+: "${BENCH_PROVS:=opx shm tcp udp}"
 # shellcheck source=scripts/bench-common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 
@@ -35,9 +40,9 @@ ITERS=${BENCH_ITERS:-10000}
 SIZES=${BENCH_SIZES:-"8 16 32 64 128 256 512 1024 2048 4096 8192 16384"}
 RATE_SIZES=${BENCH_RATE_SIZES:-"8 64"}
 RATE_ITERS=${BENCH_RATE_ITERS:-2000}
-DEADLINE=$((SECONDS + ${BENCH_DEADLINE:-170}))
+DEADLINE=$((SECONDS + ${BENCH_DEADLINE:-300}))
 RUN_TMO=15
-PORT=48300
+PORT=$((20000 + RANDOM % 30000))
 MSGRATE=$OPX_BUILD_DIR/test/bench/opx_msgrate
 
 if ! command -v fi_pingpong >/dev/null 2>&1; then
@@ -52,7 +57,6 @@ run_pair() {
 	local out=$1 srv=() cli=() a seen=0 spid crc src
 	shift
 	for a in "$@"; do
-		a=${a//@PORT@/$PORT}
 		if [ "$a" = "--" ]; then
 			seen=1
 		elif [ $seen -eq 0 ]; then
@@ -61,18 +65,23 @@ run_pair() {
 			cli+=("$a")
 		fi
 	done
-	timeout $RUN_TMO "${PIN_SRV[@]}" "${srv[@]}" >"$out.srv" 2>&1 &
-	spid=$!
-	if wait_listen "$PORT" "$spid"; then
-		timeout $RUN_TMO "${PIN_CLI[@]}" "${cli[@]}" >"$out" 2>&1
-		crc=$?
-	else
-		crc=1
-		kill "$spid" 2>/dev/null
-	fi
-	wait "$spid"
-	src=$?
-	PORT=$((PORT + 1))
+	local try
+	for try in 1 2 3; do
+		timeout $RUN_TMO "${PIN_SRV[@]}" "${srv[@]//@PORT@/$PORT}" >"$out.srv" 2>&1 &
+		spid=$!
+		if wait_listen "$PORT" "$spid"; then
+			timeout $RUN_TMO "${PIN_CLI[@]}" "${cli[@]//@PORT@/$PORT}" >"$out" 2>&1
+			crc=$?
+		else
+			crc=1
+			kill "$spid" 2>/dev/null
+		fi
+		wait "$spid"
+		src=$?
+		PORT=$((PORT + 1))
+		# A port another program holds: the same run on the next one.
+		grep -qi 'address already in use' "$out.srv" || break
+	done
 	[ $crc -eq 0 ] && [ $src -eq 0 ]
 }
 
@@ -124,30 +133,51 @@ ratio() {
 }
 
 p0=${PROVS[0]}
-p1=${PROVS[1]:-shm}
 
-echo "opx benchmark: $(uname -n), $(nproc) cores, $pinning"
+# header: "size <prov>... <p0>/<prov>..."
+header() {
+	local p
+	printf '%8s' size
+	for p in "${PROVS[@]}"; do printf ' %12s' "$p"; done
+	for p in "${PROVS[@]:1}"; do printf ' %10s' "$p0/$p"; done
+	echo
+}
+
+# row SIZE FUNCTION: one figure per provider, then the ratios.
+row() {
+	local size=$1 fn=$2 p i vals=()
+	for p in "${PROVS[@]}"; do vals+=("$($fn "$p" "$size")"); done
+	printf '%8s' "$size"
+	for ((i = 0; i < ${#vals[@]}; i++)); do printf ' %12s' "${vals[$i]}"; done
+	for ((i = 1; i < ${#vals[@]}; i++)); do printf ' %10s' "$(ratio "${vals[0]}" "${vals[$i]}")"; done
+	echo
+}
+
+echo "opx benchmark: $(uname -n), $(nproc) cores, $pinning, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "libfabric $(pkg-config --modversion libfabric 2>/dev/null || echo '?'), FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 echo
 echo "latency: fi_pingpong -e rdm -m tagged -I $ITERS, usec/xfer reported by the client, best of $REPEAT"
-printf '%8s %12s %12s %10s\n' size "$p0" "$p1" "$p0/$p1"
+header
 for size in $SIZES; do
-	a=$(latency "$p0" "$size")
-	b=$(latency "$p1" "$size")
-	printf '%8s %12s %12s %10s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")"
+	echo "  latency $size B" >&2
+	row "$size" latency
 done
 
 echo
 echo "message rate: opx_msgrate window 64, $RATE_ITERS windows, messages/s, best of $REPEAT"
-printf '%8s %12s %12s %10s\n' size "$p0" "$p1" "$p0/$p1"
+header
 for size in $RATE_SIZES; do
-	a=$(rate "$p0" "$size")
-	b=$(rate "$p1" "$size")
-	printf '%8s %12s %12s %10s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")"
+	echo "  rate $size B" >&2
+	row "$size" rate
 done
 echo
 echo "(latency ratio < 1 means $p0 is faster; rate ratio > 1 means $p0 is faster)"
 echo "elapsed ${SECONDS}s"
+
+if [ "${BENCH_MPI:-1}" != 0 ]; then
+	echo
+	OPX_BUILD_DIR=$OPX_BUILD_DIR bash "$(dirname "${BASH_SOURCE[0]}")/bench-mpi.sh"
+fi
 
 if [ "${BENCH_LARGE:-0}" = 1 ]; then
 	echo

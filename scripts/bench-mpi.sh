@@ -1,0 +1,256 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
+# bench-mpi.sh - opx under Open MPI against Open MPI's own shared memory
+# (ob1 + vader) and libfabric's shm provider, same host, same run, at
+# every size an MPI application sends.
+#
+# Point to point (test/bench/mpi_bw.c, 2 ranks bound to cores 0 and 1):
+#   latency (osu_latency-like), bandwidth (osu_bw-like, window 64),
+#   bidirectional bandwidth (osu_bibw-like) and message rate (the bw run's
+#   messages per second), at every power of two from 1 B to 4 MiB and one
+#   byte either side of each protocol threshold (inline 16 B, packet 8 KiB,
+#   split copy 64 KiB).
+# Collectives (test/bench/mpi_collbench.c): allreduce, alltoall, bcast and
+#   an IMB-style neighbour exchange at 2 ranks and at 4 ranks (4 ranks on
+#   fewer cores is oversubscribed, as real jobs sometimes are).
+#
+# Every figure is the best of BENCH_REPEAT mpirun runs (interference only
+# slows a run down).  Each table has opx/vader and opx/shm ratios and
+# flags with "<" every size where opx is slower than vader.  With gnuplot
+# installed, PNG plots land beside the tables (BENCH_OUT).
+#
+# Usage: scripts/bench-mpi.sh        (or "make bench" in a build directory)
+# Environment:
+#   OPX_BUILD_DIR          build directory (see bench-common.sh)
+#   BENCH_MPI_STACKS       stacks to compare (default "opx vader shm"; opx first)
+#   BENCH_MPI_SIZES        point-to-point sizes (default above)
+#   BENCH_MPI_COLL_SIZES   collective sizes (default "8 64 128 1024 65536")
+#   BENCH_MPI_NPS          collective rank counts (default "2 4")
+#   BENCH_MPI_TARGET       seconds per measured phase (default 0.1)
+#   BENCH_REPEAT           runs per figure (default 3)
+#   BENCH_MPI_DEADLINE     seconds for the whole script (default 600)
+#   BENCH_OUT              where tables and plots are written (default
+#                          $OPX_BUILD_DIR/bench-results)
+set -u
+
+BENCH_NAME=bench-mpi.sh
+# shellcheck source=scripts/bench-common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
+
+SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+read -r -a STACKS <<<"${BENCH_MPI_STACKS:-opx vader shm}"
+pow2=""
+for ((s = 1; s <= 4194304; s *= 2)); do pow2="$pow2 $s"; done
+SIZES=${BENCH_MPI_SIZES:-$(printf '%s\n' $pow2 15 17 8191 8193 65535 65537 | sort -n | tr '\n' ' ')}
+COLL_SIZES=${BENCH_MPI_COLL_SIZES:-"8 64 128 1024 65536"}
+NPS=${BENCH_MPI_NPS:-"2 4"}
+TARGET=${BENCH_MPI_TARGET:-0.1}
+START=$SECONDS
+DEADLINE=$((START + ${BENCH_MPI_DEADLINE:-600}))
+MPI_TMO=240
+OUT=${BENCH_OUT:-$OPX_BUILD_DIR/bench-results}
+BIN=$OPX_BUILD_DIR/test/bench
+MPI_ROOT=()
+[ "$(id -u)" = 0 ] && MPI_ROOT=(--allow-run-as-root)
+declare -A VAL # "<stack>/<mode>/<size>" or "<stack>/<op>/np<N>/<size>"
+FAILURES=()
+
+if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
+	echo "bench-mpi.sh: mpicc/mpirun not found (Debian packages openmpi-bin libopenmpi-dev)" >&2
+	exit 1
+fi
+mkdir -p "$BIN" "$OUT" || exit 1
+for p in mpi_bw mpi_collbench; do
+	if ! mpicc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$BIN/$p" \
+		"$SRC_DIR/test/bench/$p.c" >"$tmp/mpicc" 2>&1; then
+		echo "bench-mpi.sh: cannot build $p:" >&2
+		cat "$tmp/mpicc" >&2
+		exit 1
+	fi
+done
+# shm advertises neither FI_LOCAL_COMM nor FI_REMOTE_COMM, which the ofi
+# MTL requests: the test suite's preload adds them (see its comment).
+SHM_PRELOAD=$BIN/fi_local_only_preload.so
+gcc -std=c11 -D_GNU_SOURCE -shared -fPIC -o "$SHM_PRELOAD" \
+	"$SRC_DIR/test/mpi/fi_local_only_preload.c" -lfabric -ldl 2>/dev/null || SHM_PRELOAD=
+
+# stack_args STACK: the mpirun options that select it (in ARGS).
+stack_args() {
+	case $1 in
+	vader) ARGS=(-mca pml ob1 -mca btl self,vader) ;;
+	shm)
+		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include shm -mca btl '^openib'
+		      -x FI_PROVIDER=shm)
+		[ -n "$SHM_PRELOAD" ] && ARGS+=(-x "LD_PRELOAD=$SHM_PRELOAD")
+		;;
+	*)
+		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$1" -mca btl '^openib'
+		      -x "FI_PROVIDER=$1" -x FI_PROVIDER_PATH)
+		;;
+	esac
+}
+
+# keep KEY VALUE BETTER: store VALUE unless a better one is there
+# (BETTER is "min" or "max").
+keep() {
+	local old=${VAL[$1]:-}
+	if [ -z "$old" ] || [ "$old" = fail ]; then
+		VAL[$1]=$2
+	else
+		VAL[$1]=$(awk -v a="$old" -v b="$2" -v m="$3" \
+			'BEGIN { print (m == "min" ? (b + 0 < a + 0) : (b + 0 > a + 0)) ? b : a }')
+	fi
+}
+
+p2p_run() {
+	local st=$1 out=$tmp/p2p.$1 rc size line v
+	stack_args "$st"
+	timeout -k 5 $MPI_TMO mpirun -np 2 --bind-to core "${MPI_ROOT[@]}" "${ARGS[@]}" \
+		"$BIN/mpi_bw" -l "$st" -t "$TARGET" -T $((MPI_TMO - 10)) \
+		-s "$(echo $SIZES | tr ' ' ',')" >"$out" 2>&1
+	rc=$?
+	[ $rc -ne 0 ] && FAILURES+=("$st point-to-point: mpirun rc $rc: $(grep -v '^mpi ' "$out" | tail -n 1 | cut -c 1-100)")
+	for size in $SIZES; do
+		line=$(grep "^mpi label=$st mode=lat size=$size " "$out" | tail -n 1)
+		v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
+		[ -n "$v" ] && keep "$st/lat/$size" "$v" min
+		for mode in bw bibw; do
+			line=$(grep "^mpi label=$st mode=$mode size=$size " "$out" | tail -n 1)
+			v=$(sed -n 's/.* MBps=\([0-9.]*\).*/\1/p' <<<"$line")
+			[ -z "$v" ] && continue
+			keep "$st/$mode/$size" "$v" max
+			# messages per second of the one-way stream
+			[ $mode = bw ] && keep "$st/rate/$size" \
+				"$(awk -v m="$v" -v s="$size" 'BEGIN { printf "%.0f", m * 1e6 / s }')" max
+		done
+	done
+}
+
+coll_run() {
+	local st=$1 np=$2 out=$tmp/coll.$1.$2 rc line op size v
+	stack_args "$st"
+	timeout -k 5 $MPI_TMO mpirun -np "$np" --oversubscribe --bind-to none "${MPI_ROOT[@]}" \
+		"${ARGS[@]}" "$BIN/mpi_collbench" -l "$st" -t "$TARGET" -T $((MPI_TMO - 10)) \
+		-s "$(echo $COLL_SIZES | tr ' ' ',')" >"$out" 2>&1
+	rc=$?
+	[ $rc -ne 0 ] && FAILURES+=("$st collectives np=$np: mpirun rc $rc: $(grep -v '^coll ' "$out" | tail -n 1 | cut -c 1-100)")
+	while read -r line; do
+		op=$(sed -n 's/.* op=\([a-z]*\) .*/\1/p' <<<"$line")
+		size=$(sed -n 's/.* size=\([0-9]*\) .*/\1/p' <<<"$line")
+		v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
+		[ -n "$op" ] && [ -n "$v" ] && keep "$st/$op/np$np/$size" "$v" min
+	done < <(grep "^coll label=$st " "$out")
+}
+
+echo "opx MPI benchmark: $(uname -n), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Open MPI $(mpirun --version 2>/dev/null | head -n 1 | awk '{print $NF}'), stacks: ${STACKS[*]}, best of $REPEAT"
+echo "(opx = pml cm + mtl ofi + FI_PROVIDER=opx; vader = pml ob1 + btl vader; shm = libfabric shm via mtl ofi)"
+echo
+total=$((REPEAT * ${#STACKS[@]} * (1 + $(wc -w <<<"$NPS"))))
+n=0
+for ((r = 0; r < REPEAT; r++)); do
+	for st in "${STACKS[@]}"; do
+		[ $SECONDS -ge $DEADLINE ] && break 2
+		n=$((n + 1))
+		echo "  [$n/$total] point to point, $st, run $((r + 1))" >&2
+		p2p_run "$st"
+		for np in $NPS; do
+			[ $SECONDS -ge $DEADLINE ] && break 3
+			n=$((n + 1))
+			echo "  [$n/$total] collectives np=$np, $st, run $((r + 1))" >&2
+			coll_run "$st" "$np"
+		done
+	done
+done
+
+# table TITLE BETTER ROW-KEY-PREFIX ROW-KEY-SUFFIX SIZES: one row per size,
+# one column per stack, then opx/<other> ratios; "<" marks opx slower than
+# vader.  Also writes the table as data for the plot.
+table() {
+	local title=$1 better=$2 kpre=$3 ksuf=$4 sizes=$5 file=$6 size st v row ref flag
+	local p0=${STACKS[0]}
+	echo "$title"
+	row=$(printf '%9s' size)
+	for st in "${STACKS[@]}"; do row="$row$(printf ' %12s' "$st")"; done
+	for st in "${STACKS[@]:1}"; do row="$row$(printf ' %11s' "$p0/$st")"; done
+	echo "$row"
+	: >"$OUT/$file.dat"
+	echo "# size ${STACKS[*]}" >>"$OUT/$file.dat"
+	for size in $sizes; do
+		row=$(printf '%9s' "$size")
+		for st in "${STACKS[@]}"; do
+			row="$row$(printf ' %12s' "${VAL[$st/$kpre$size$ksuf]:-skip}")"
+		done
+		flag=""
+		for st in "${STACKS[@]:1}"; do
+			v=${VAL[$p0/$kpre$size$ksuf]:-}
+			ref=${VAL[$st/$kpre$size$ksuf]:-}
+			row="$row$(printf ' %11s' "$(awk -v a="$v" -v b="$ref" 'BEGIN {
+				if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b;
+				else printf "-" }')")"
+			if [ "$st" = vader ] && awk -v a="$v" -v b="$ref" -v m="$better" 'BEGIN {
+				exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ &&
+				       (m == "min" ? a + 0 > b + 0 : a + 0 < b + 0)) }'; then
+				flag="  < slower than vader"
+				SLOWER=$((SLOWER + 1))
+			fi
+		done
+		echo "$row$flag"
+		echo "$size $(for st in "${STACKS[@]}"; do v=${VAL[$st/$kpre$size$ksuf]:-}; [[ $v =~ ^[0-9.]+$ ]] && echo -n "$v " || echo -n "NaN "; done)" >>"$OUT/$file.dat"
+	done
+	echo
+}
+
+# plot FILE TITLE YLABEL: log-log PNG of FILE.dat, one line per stack.
+plot() {
+	local file=$1 title=$2 ylabel=$3 i cmd=""
+	command -v gnuplot >/dev/null 2>&1 || return 0
+	for ((i = 0; i < ${#STACKS[@]}; i++)); do
+		cmd="$cmd${cmd:+, }'$OUT/$file.dat' using 1:$((i + 2)) with linespoints title '${STACKS[$i]}'"
+	done
+	gnuplot -e "set terminal png size 900,600; set output '$OUT/$file.png';
+		set logscale xy 2; set title '$title'; set xlabel 'message size (bytes)';
+		set ylabel '$ylabel'; set key left top; set grid; plot $cmd" 2>/dev/null &&
+		PLOTS+=("$OUT/$file.png")
+}
+
+SLOWER=0
+PLOTS=()
+{
+table "MPI latency (osu_latency-like), usec one way; lower is better" min "lat/" "" "$SIZES" mpi-lat
+table "MPI bandwidth (osu_bw-like, window 64), MB/s; higher is better" max "bw/" "" "$SIZES" mpi-bw
+table "MPI bidirectional bandwidth (osu_bibw-like), MB/s; higher is better" max "bibw/" "" "$SIZES" mpi-bibw
+table "MPI message rate (the bw stream), messages/s; higher is better" max "rate/" "" "$SIZES" mpi-rate
+for np in $NPS; do
+	for op in allreduce alltoall bcast exchange; do
+		table "MPI $op, $np ranks, usec per operation; lower is better" min "$op/np$np/" "" \
+			"$COLL_SIZES" "mpi-$op-np$np"
+	done
+done
+} | tee "$OUT/bench-mpi.txt"
+# The tee ran in a subshell: count the flags again from the saved tables.
+SLOWER=$(grep -c '< slower than vader' "$OUT/bench-mpi.txt")
+
+plot mpi-lat "MPI latency" "usec"
+plot mpi-bw "MPI bandwidth" "MB/s"
+plot mpi-bibw "MPI bidirectional bandwidth" "MB/s"
+plot mpi-rate "MPI message rate" "messages/s"
+for np in $NPS; do
+	for op in allreduce alltoall bcast exchange; do
+		plot "mpi-$op-np$np" "MPI $op, $np ranks" "usec"
+	done
+done
+
+if [ ${#FAILURES[@]} -gt 0 ]; then
+	echo "failures:"
+	printf '  %s\n' "${FAILURES[@]}" | awk '!seen[$0]++'
+	echo
+fi
+echo "$SLOWER rows where ${STACKS[0]} is slower than vader (marked <)"
+echo "tables: $OUT/bench-mpi.txt"
+if [ ${#PLOTS[@]} -gt 0 ]; then
+	echo "plots: ${#PLOTS[@]} PNG files in $OUT"
+else
+	echo "plots: skipped (gnuplot not installed: apt-get install gnuplot-nox)"
+fi
+echo "elapsed $((SECONDS - START))s"
