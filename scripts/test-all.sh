@@ -6,6 +6,8 @@
 #   3. ASan+UBSan build (--enable-sanitizers) running the unit tests, then
 #      the integration and MPI suites with the sanitizer runtime preloaded
 #   4. clang -Werror build of everything, tests included (compile check)
+#   5. make distcheck: the release tarball configures, builds, passes the
+#      unit, man page and install tests, installs and uninstalls cleanly
 # Every stage runs even if an earlier independent one failed, so one CI run
 # reports all breakage; the exit status is non-zero if any stage failed,
 # and the test-suite logs of failing builds are printed.
@@ -81,6 +83,13 @@ build_clang() {
 		make -j"$JOBS" check-build
 }
 
+# The release tarball: the unit suites and the install checks are enough
+# to prove it is complete (the integration suites already ran above).
+build_distcheck() {
+	"$REPO/configure" &&
+		make -j"$JOBS" distcheck TESTS='test/unit/test_shim test/unit/test_info test/unit/test_api test/integration/manpage.sh test/integration/install.sh'
+}
+
 log "dependencies"
 if ! bash "$REPO/scripts/main-job.sh" --deps-only; then
 	echo "test-all.sh: installing dependencies failed" >&2
@@ -96,6 +105,7 @@ fi
 stage "gcc build + make check (unit + integration)" "$REPO/build-check" build_and_check
 stage "ASan+UBSan build + unit, integration and MPI tests" "$REPO/build-asan" build_asan
 stage "clang -Werror build" "$REPO/build-clang" build_clang
+stage "make distcheck" "$REPO/build-dist" build_distcheck
 
 echo
 echo "==================== test-all summary ===================="

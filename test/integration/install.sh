@@ -8,13 +8,18 @@ build=${OPX_BUILD_DIR:?run from make check (OPX_BUILD_DIR)}
 dest=$(mktemp -d "${TMPDIR:-/tmp}/opx-install.XXXXXX") || exit 1
 trap 'rm -rf "$dest"' EXIT
 
-provdir=$(sed -n 's/^provdir = //p' "$build/Makefile")
-prefix=$(sed -n 's/^prefix = //p' "$build/Makefile")
-mandir=$prefix/share/man
+# make_var NAME: a variable of the build's Makefile, fully expanded.
+make_var() {
+	printf 'opx-print-var:\n\t@echo $(%s)\n' "$1" |
+		make -s --no-print-directory -C "$build" -f Makefile -f - opx-print-var | tail -n 1
+}
+provdir=$(make_var provdir)
+bindir=$(make_var bindir)
+mandir=$(make_var mandir)
 expect=$(printf '%s\n' \
 	"$provdir/libopx-fi.so" \
-	"$prefix/bin/opx_bw" \
-	"$prefix/bin/opx_msgrate" \
+	"$bindir/opx_bw" \
+	"$bindir/opx_msgrate" \
 	"$mandir/man7/fi_opx.7" | sort)
 
 if ! make -s -C "$build" install DESTDIR="$dest" >"$dest.log" 2>&1; then
