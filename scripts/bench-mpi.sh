@@ -11,8 +11,9 @@
 #   byte either side of each protocol threshold (inline 16 B, packet 8 KiB,
 #   split copy 64 KiB).
 # Collectives (test/bench/mpi_collbench.c): allreduce, alltoall, bcast and
-#   an IMB-style neighbour exchange at 2 ranks and at 4 ranks (4 ranks on
-#   fewer cores is oversubscribed, as real jobs sometimes are).
+#   an IMB-style neighbour exchange at 2 ranks and at 4 ranks; then
+#   allreduce and the exchange of 64 KiB at 8 and 16 ranks, many more ranks
+#   than cores, which shows how well waiting ranks yield the CPU.
 #
 # Every figure is the best of BENCH_REPEAT mpirun runs (interference only
 # slows a run down).  Each table has opx/vader and opx/shm ratios and
@@ -26,6 +27,8 @@
 #   BENCH_MPI_SIZES        point-to-point sizes (default above)
 #   BENCH_MPI_COLL_SIZES   collective sizes (default "8 64 128 1024 65536")
 #   BENCH_MPI_NPS          collective rank counts (default "2 4")
+#   BENCH_MPI_OVERSUB      oversubscribed rank counts for allreduce and the
+#                          neighbour exchange at 64 KiB (default "8 16")
 #   BENCH_MPI_TARGET       seconds per measured phase (default 0.1)
 #   BENCH_REPEAT           runs per figure (default 3)
 #   BENCH_MPI_DEADLINE     seconds for the whole script (default 600)
@@ -44,6 +47,7 @@ for ((s = 1; s <= 4194304; s *= 2)); do pow2="$pow2 $s"; done
 SIZES=${BENCH_MPI_SIZES:-$(printf '%s\n' $pow2 15 17 8191 8193 65535 65537 | sort -n | tr '\n' ' ')}
 COLL_SIZES=${BENCH_MPI_COLL_SIZES:-"8 64 128 1024 65536"}
 NPS=${BENCH_MPI_NPS:-"2 4"}
+OVERSUB=${BENCH_MPI_OVERSUB:-"8 16"}
 TARGET=${BENCH_MPI_TARGET:-0.1}
 START=$SECONDS
 DEADLINE=$((START + ${BENCH_MPI_DEADLINE:-600}))
@@ -126,12 +130,14 @@ p2p_run() {
 	done
 }
 
+# coll_run STACK NP [OPS SIZES]: one mpirun of mpi_collbench.
 coll_run() {
-	local st=$1 np=$2 out=$tmp/coll.$1.$2 rc line op size v
+	local st=$1 np=$2 ops=${3:-allreduce,alltoall,bcast,exchange} sizes=${4:-$COLL_SIZES}
+	local out=$tmp/coll.$1.$2 rc line op size v
 	stack_args "$st"
 	timeout -k 5 $MPI_TMO mpirun -np "$np" --oversubscribe --bind-to none "${MPI_ROOT[@]}" \
 		"${ARGS[@]}" "$BIN/mpi_collbench" -l "$st" -t "$TARGET" -T $((MPI_TMO - 10)) \
-		-s "$(echo $COLL_SIZES | tr ' ' ',')" >"$out" 2>&1
+		-o "$ops" -s "$(echo $sizes | tr ' ' ',')" >"$out" 2>&1
 	rc=$?
 	[ $rc -ne 0 ] && FAILURES+=("$st collectives np=$np: mpirun rc $rc: $(grep -v '^coll ' "$out" | tail -n 1 | cut -c 1-100)")
 	while read -r line; do
@@ -146,7 +152,7 @@ echo "opx MPI benchmark: $(uname -n), $(nproc) cores, load average $(cut -d' ' -
 echo "Open MPI $(mpirun --version 2>/dev/null | head -n 1 | awk '{print $NF}'), stacks: ${STACKS[*]}, best of $REPEAT"
 echo "(opx = pml cm + mtl ofi + FI_PROVIDER=opx; vader = pml ob1 + btl vader; shm = libfabric shm via mtl ofi)"
 echo
-total=$((REPEAT * ${#STACKS[@]} * (1 + $(wc -w <<<"$NPS"))))
+total=$((REPEAT * ${#STACKS[@]} * (1 + $(wc -w <<<"$NPS $OVERSUB"))))
 n=0
 for ((r = 0; r < REPEAT; r++)); do
 	for st in "${STACKS[@]}"; do
@@ -159,6 +165,12 @@ for ((r = 0; r < REPEAT; r++)); do
 			n=$((n + 1))
 			echo "  [$n/$total] collectives np=$np, $st, run $((r + 1))" >&2
 			coll_run "$st" "$np"
+		done
+		for np in $OVERSUB; do
+			[ $SECONDS -ge $DEADLINE ] && break 3
+			n=$((n + 1))
+			echo "  [$n/$total] oversubscribed np=$np, $st, run $((r + 1))" >&2
+			coll_run "$st" "$np" allreduce,exchange 65536
 		done
 	done
 done
@@ -225,6 +237,12 @@ for np in $NPS; do
 	for op in allreduce alltoall bcast exchange; do
 		table "MPI $op, $np ranks, usec per operation; lower is better" min "$op/np$np/" "" \
 			"$COLL_SIZES" "mpi-$op-np$np"
+	done
+done
+for np in $OVERSUB; do
+	for op in allreduce exchange; do
+		table "MPI $op, $np ranks on $(nproc) cores (oversubscribed), usec per operation; lower is better" \
+			min "$op/np$np/" "" 65536 "mpi-$op-np$np"
 	done
 done
 } | tee "$OUT/bench-mpi.txt"
