@@ -334,7 +334,8 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (cnt > OPX_IOV_LIMIT || (cnt && !iov))
 		return -FI_EINVAL;
 	for (size_t i = 0; i < cnt; i++) {
-		if (!iov[i].iov_base && iov[i].iov_len)
+		/* a length sum that wraps size_t is no length at all */
+		if ((!iov[i].iov_base && iov[i].iov_len) || iov[i].iov_len > SIZE_MAX - len)
 			return -FI_EINVAL;
 		len += iov[i].iov_len;
 	}
