@@ -117,6 +117,7 @@ void opx_rx_advertise(struct opx_ep *ep)
 	if (lim > UINT32_MAX)
 		lim = UINT32_MAX;
 	ep->rx_eager_max = (uint32_t)lim;
+	ep->rx_csum = opx_env.checksum;
 	rx->ctl->rx_eager_max = (uint32_t)lim;
 	rx->ctl->rx_flags = opx_env.checksum ? SHIM_RXF_CSUM : 0;
 }
