@@ -345,6 +345,9 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		return -FI_EINVAL;
 	if ((flags & FI_MULTI_RECV) && (tagged || !(ep->caps & FI_MULTI_RECV)))
 		return -FI_EINVAL;
+	/* a receive may complete at once (unexpected message, peek) */
+	if (!opx_cq_room_locked(ep->rx_cq, 1))
+		return -FI_EAGAIN;
 	if (flags & (FI_PEEK | FI_CLAIM)) {
 		if ((flags & FI_CLAIM) && !context)
 			return -FI_EINVAL;

@@ -401,16 +401,38 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	return opx_rx_table[h->opcode](ep, h, pay);
 }
 
+/* A packet completes at most this many operations on each CQ. */
+#define OPX_CQ_PER_PACKET 2
+
+/* How many packets this progress call may consume: as many as the CQs
+ * have room for.  A packet left queued returns no credits, so a full CQ
+ * that cannot grow pushes back on the senders instead of losing
+ * completions. */
+static inline int opx_rx_budget(struct opx_ep *ep)
+{
+	const size_t want = OPX_PROGRESS_BATCH * OPX_CQ_PER_PACKET;
+	size_t room = want;
+
+	if (ep->rx_cq && opx_cq_free_locked(ep->rx_cq) < want &&
+	    !opx_cq_room_locked(ep->rx_cq, want))
+		room = opx_cq_free_locked(ep->rx_cq);
+	if (ep->tx_cq && opx_cq_free_locked(ep->tx_cq) < want &&
+	    !opx_cq_room_locked(ep->tx_cq, want) && opx_cq_free_locked(ep->tx_cq) < room)
+		room = opx_cq_free_locked(ep->tx_cq);
+	return (int)(room / OPX_CQ_PER_PACKET);
+}
+
 void opx_ep_progress_locked(struct opx_ep *ep)
 {
 	struct shim_rx *rx = ep->rx;
-	int n;
+	int n, budget;
 
 	if (!ep->enabled)
 		return;
-	if (__builtin_expect(opx_rndv_pending(ep), 0))
+	budget = opx_rx_budget(ep);
+	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);
-	for (n = 0; n < OPX_PROGRESS_BATCH; n++) {
+	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		struct shim_rhq_entry copy;
 
