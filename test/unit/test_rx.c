@@ -602,6 +602,36 @@ static void test_crc32c(void **state)
 	assert_int_equal(opx_crc32c(0, "123456789", 9), 0xe3069283u);
 	/* chaining equals one pass */
 	assert_int_equal(opx_crc32c(opx_crc32c(0, "12345", 5), "6789", 4), 0xe3069283u);
+	/* the packet checksum is the same with and without SSE4.2, at every
+	 * length around the lane threshold, and sees a one-bit change */
+	{
+		static uint8_t pay[9000];
+		struct shim_pkt_hdr h;
+
+		memset(&h, 0, sizeof(h));
+		h.opcode = OPX_OP_EAGER;
+		tr_fill(pay, sizeof(pay), 3);
+		for (uint32_t len = 0; len <= sizeof(pay); len += (len < 600 ? 1 : 997)) {
+			uint32_t hw, sw;
+			bool was;
+
+			h.paylen = len;
+			h.psn = len; /* not covered */
+			hw = opx_pkt_csum(&h, pay);
+			was = opx_csum_force_sw(true);
+			sw = opx_pkt_csum(&h, pay);
+			opx_csum_force_sw(was);
+			assert_int_equal(hw, sw);
+			if (len) {
+				pay[len - 1] ^= 0x10;
+				assert_int_not_equal(opx_pkt_csum(&h, pay), hw);
+				pay[len - 1] ^= 0x10;
+				pay[len / 2] ^= 0x01;
+				assert_int_not_equal(opx_pkt_csum(&h, pay), hw);
+				pay[len / 2] ^= 0x01;
+			}
+		}
+	}
 }
 
 int main(int argc, char **argv)
