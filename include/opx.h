@@ -78,6 +78,7 @@ struct opx_params {
 	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
 	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
+	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 };
 extern struct opx_params opx_env;
 
@@ -265,7 +266,26 @@ struct opx_cq {
 
 int opx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
 		void *context);
-/* Lock held.  Return 0 or -FI_ENOMEM (the ring could not grow). */
+/* Room for n more completions, growing the ring if needed: false when it
+ * cannot grow (memory, or the cap below).  Operations check it before
+ * they are consumed and push back with -FI_EAGAIN, so no completion is
+ * ever lost.  Lock held. */
+bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n);
+static inline bool opx_cq_room_locked(struct opx_cq *cq, size_t n)
+{
+	return !cq || cq->tail - cq->head + n <= cq->mask + 1 || opx_cq_make_room_locked(cq, n);
+}
+/* Free ring slots now, without growing. */
+static inline size_t opx_cq_free_locked(const struct opx_cq *cq)
+{
+	return cq->mask + 1 - (size_t)(cq->tail - cq->head);
+}
+/* Cap the ring at max_entries (rounded up to a power of two; 0: no cap
+ * but memory).  A test hook standing for an allocator that fails. */
+void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries);
+/* Lock held.  Returns 0; a completion that finds the ring full and
+ * unable to grow becomes an FI_EOVERRUN error entry carrying all of it
+ * (never silently dropped); -FI_ENOMEM only if even that fails. */
 int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
 			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
 int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,

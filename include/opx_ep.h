@@ -44,7 +44,28 @@ enum opx_opcode {
 /* shim_pkt_hdr.flags */
 #define OPX_PF_TAGGED 0x01u
 #define OPX_PF_CQDATA 0x02u
-#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA)
+#define OPX_PF_CSUM 0x04u /* hdr.psn holds the CRC32C of the packet (opx_csum.c) */
+#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA | OPX_PF_CSUM)
+
+/* Why a received packet was dropped.  Every drop is counted per endpoint
+ * (opx_ep_drops) and the first of each reason is logged at warn level;
+ * none of this is compiled out. */
+enum opx_drop_reason {
+	OPX_DROP_RHF_ERR,   /* error bits set in the RHF */
+	OPX_DROP_OPCODE,    /* opcode unknown */
+	OPX_DROP_JKEY,      /* job key differs from ours */
+	OPX_DROP_DEST,      /* addressed to another LID/context */
+	OPX_DROP_FLAGS,     /* unknown provider flags */
+	OPX_DROP_PAYLEN,    /* payload length above the MTU */
+	OPX_DROP_PAYLOAD,   /* payload outside the eager ring, or inline too long */
+	OPX_DROP_CSUM,      /* checksum missing or wrong */
+	OPX_DROP_MP_LEN,    /* multi-packet first: inconsistent lengths */
+	OPX_DROP_MP_BOUND,  /* multi-packet first: larger than we accept eagerly */
+	OPX_DROP_MP_SEQ,    /* multi-packet continuation out of sequence */
+	OPX_DROP_RTS,       /* malformed rendezvous request */
+	OPX_DROP_RNDV,      /* rendezvous control or data packet (opx_rndv.c) */
+	OPX_DROP_MAX
+};
 
 /* Rendezvous request payload (eager ring), what the receiver needs to pull. */
 struct opx_rts_payload {
@@ -218,6 +239,10 @@ struct opx_ep {
 
 	/* stats */
 	uint64_t rx_dropped;
+	uint64_t drops[OPX_DROP_MAX]; /* by enum opx_drop_reason */
+	uint32_t drops_logged;        /* bit per reason: first drop logged */
+	uint32_t rx_eager_max;        /* largest eager message we accept (advertised) */
+	bool rx_csum;                 /* FI_OPX_CHECKSUM: eager packets must be sealed */
 	bool armed;
 };
 
@@ -245,8 +270,22 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 int opx_ep_cancel_locked(struct opx_ep *ep, void *context);
 void opx_match_cleanup(struct opx_ep *ep);
 
-/* opx_rx.c: progress */
-void opx_rx_drop(struct opx_ep *ep, const char *why);
+/* opx_rx.c: progress, validation and drop accounting */
+void opx_rx_drop(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_RNDV */
+void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason);
+const char *opx_drop_name(enum opx_drop_reason reason);
+/* Drops of one reason so far (OPX_DROP_MAX: all reasons). Lock held. */
+uint64_t opx_ep_drops(const struct opx_ep *ep, enum opx_drop_reason reason);
+/* At endpoint open: what we accept eagerly, published in our context's
+ * control block for senders (shim_rcv_ctl.rx_eager_max, rx_flags). */
+void opx_rx_advertise(struct opx_ep *ep);
+
+/* opx_csum.c: CRC32C of a packet (header with psn zeroed, then the eager
+ * payload when pay is not NULL), what OPX_PF_CSUM packets carry in psn. */
+uint32_t opx_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t opx_pkt_csum(const struct shim_pkt_hdr *h, const uint8_t *pay);
+void opx_csum_init(void);
+bool opx_csum_force_sw(bool sw); /* tests: table path on any CPU */
 
 /* opx_msg.c: transmit core */
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,

@@ -54,7 +54,7 @@
 #include <rdma/hfi/hfi1_user.h>
 
 #define SHIM_ABI_MAJOR 1
-#define SHIM_ABI_MINOR 0
+#define SHIM_ABI_MINOR 1 /* 1: shim_rcv_ctl.rx_eager_max, rx_flags */
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
 #define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
@@ -149,6 +149,12 @@ struct shim_rcv_ctl {
 	uint16_t unit;
 	_Atomic uint32_t ready;
 	uint32_t rsvd0;
+	/* Receiver's limits, written by the owning provider before it gives
+	 * its address out (0: not advertised; senders then use their own):
+	 * the largest message it accepts as (multi-packet) eager, and
+	 * SHIM_RXF_* wishes.  Senders read them; the receiver still checks. */
+	uint32_t rx_eager_max;
+	uint32_t rx_flags;
 
 	/* producers: any sender, compare-and-swap only */
 	alignas(64) _Atomic uint64_t tail; /* hi32 eager tail, lo32 hdr tail */
@@ -167,6 +173,9 @@ struct shim_rcv_ctl {
 };
 static_assert(offsetof(struct shim_rcv_ctl, tail) == 128, "ctl layout");
 static_assert(sizeof(struct shim_rcv_ctl) == 384, "ctl layout");
+
+/* shim_rcv_ctl.rx_flags */
+#define SHIM_RXF_CSUM (1u << 0) /* receiver wants payload checksums */
 
 /* ---------------------------------------------------------------------
  * Endpoint address: what fi_getname returns.  It already carries what the

@@ -3,10 +3,15 @@
  * opx_cq.c - completion queue.
  *
  * Successful completions go to a power-of-two ring of full tagged
- * entries; the ring doubles when full, so a completion is never dropped
- * and the producer (the endpoint's progress, domain lock held) never has
- * to fail an operation that already happened.  Reporting is a handful of
- * stores; only growth allocates.
+ * entries; the ring doubles when full.  Growth can fail (memory, or the
+ * cap opx_cq_set_cap puts on it), so producers ask for room before they
+ * consume an operation (opx_cq_room_locked): a send returns -FI_EAGAIN,
+ * a receive post too, and progress leaves packets queued (the senders
+ * then see -FI_EAGAIN) until the application reads the CQ.  A completion
+ * that still finds no room (a multi-recv buffer draining many unexpected
+ * messages at once, rendezvous completions) is not dropped: it becomes an
+ * FI_EOVERRUN error entry that carries all of it.  Reporting is a handful
+ * of stores; only growth allocates.
  *
  * Errors go to a list.  Each error remembers the ring position (tail) it
  * was reported at, so fi_cq_read returns the successful completions that
@@ -55,6 +60,8 @@ struct opx_cq_priv {
 	size_t entry_size;
 	uint32_t api_version;
 	bool armed;       /* fi_trywait armed our endpoints */
+	size_t cap;       /* most ring entries (0: no cap but memory) */
+	uint64_t overruns; /* completions reported as FI_EOVERRUN errors */
 	int sig_fd;       /* FI_WAIT_FD: eventfd in the epoll set, for fi_cq_signal */
 	_Atomic int sig_fd_written;
 	char err_data[OPX_CQ_ERR_DATA_MAX]; /* provider-owned err_data (readerr) */
@@ -77,8 +84,12 @@ static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
 {
 	size_t old_n = cq->mask + 1;
 	size_t new_n = old_n * 2;
-	struct opx_cq_slot *ring = malloc(new_n * sizeof(*ring));
+	size_t cap = opx_cq_priv_of(cq)->cap;
+	struct opx_cq_slot *ring;
 
+	if (cap && new_n > cap)
+		return -FI_EAGAIN;
+	ring = malloc(new_n * sizeof(*ring));
 	if (!ring) {
 		OPX_WARN(FI_LOG_CQ, "cannot grow CQ ring to %zu entries\n", new_n);
 		return -FI_ENOMEM;
@@ -102,13 +113,50 @@ static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
 	return 0;
 }
 
+bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n)
+{
+	while (cq->tail - cq->head + n > cq->mask + 1)
+		if (opx_cq_grow(cq))
+			return false;
+	return true;
+}
+
+void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries)
+{
+	size_t cap = 0;
+
+	if (max_entries) {
+		cap = 1;
+		while (cap < max_entries)
+			cap *= 2;
+		if (cap < cq->mask + 1)
+			cap = cq->mask + 1; /* the ring never shrinks */
+	}
+	opx_cq_priv_of(cq)->cap = cap;
+}
+
+/* The ring is full and cannot grow: keep the completion as an error
+ * entry the application reads with fi_cq_readerr (FI_EOVERRUN, the
+ * rest of the entry as it would have been). */
+static __attribute__((noinline, cold)) int opx_cq_overrun(struct opx_cq *cq, void *op_context,
+							  uint64_t flags, size_t len, void *buf,
+							  uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
+
+	if (!priv->overruns++)
+		OPX_WARN(FI_LOG_CQ, "CQ ring full and cannot grow: completions are reported "
+				    "as FI_EOVERRUN errors; read the CQ more often\n");
+	return opx_cq_report_err_locked(cq, op_context, flags, len, buf, data, tag, 0, FI_EOVERRUN,
+					0, src);
+}
+
 int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
 			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	if (__builtin_expect(cq->tail - cq->head > cq->mask, 0)) {
-		int ret = opx_cq_grow(cq);
-		if (ret)
-			return ret;
+		if (opx_cq_grow(cq))
+			return opx_cq_overrun(cq, op_context, flags, len, buf, data, tag, src);
 	}
 	struct opx_cq_slot *s = &cq->ring[cq->tail & cq->mask];
 

@@ -595,6 +595,7 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	}
 	ep->rx = shim_ctx_rx(ep->shim);
 	shim_ctx_addr(ep->shim, &ep->addr);
+	opx_rx_advertise(ep); /* before the address is given out */
 	ep->jkey = (uint16_t)binfo.jkey;
 	ep->pid = (uint32_t)getpid();
 	ep->domain = domain;

@@ -7,13 +7,15 @@
  * once (first fi_prov_ini) into opx_env; the data path never calls getenv.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "opx.h"
+#include "opx_ep.h"
 
 /* Defaults, named so the help text and the fallback cannot disagree. */
 #define OPX_DEF_UNITS 1
@@ -37,7 +39,7 @@
  * shim_dev_open with a far less helpful message. */
 #define OPX_MIN_MTU ((size_t)256)
 #define OPX_MIN_HDRQ ((size_t)64)
-#define OPX_MAX_HDRQ ((size_t)1 << 20)
+#define OPX_MAX_HDRQ ((size_t)1 << 16) /* shim_dev_open refuses more */
 #define OPX_MAX_EAGER_BYTES ((size_t)1 << 30)
 #define OPX_MAX_SLEEP_MS 10000
 
@@ -103,10 +105,14 @@ static void opx_params_define(void)
 			"(default: %zu)",
 			OPX_DEF_EAGER_BYTES);
 	fi_param_define(&opx_prov, "INJECT_SIZE", FI_PARAM_SIZE_T,
-			"Largest fi_inject message, <= MTU (default: %zu)", OPX_DEF_INJECT_SIZE);
+			"Largest fi_inject message, <= MTU and <= EAGER_MAX, so that an inject is "
+			"always copied out before the call returns (default: %zu)",
+			OPX_DEF_INJECT_SIZE);
 	fi_param_define(&opx_prov, "EAGER_MAX", FI_PARAM_SIZE_T,
 			"Largest (multi-packet) eager message; larger ones use rendezvous "
-			"(single copy with Cross Memory Attach). <= EAGER_RING_BYTES/4 (default: %zu)",
+			"(single copy with Cross Memory Attach). 1..EAGER_RING_BYTES/4 and at "
+			"most HDRQ_ENTRIES/4 packets; a receiver's smaller limit wins "
+			"(default: %zu)",
 			OPX_DEF_EAGER_MAX);
 	fi_param_define(&opx_prov, "UX_MAX_BYTES", FI_PARAM_SIZE_T,
 			"Bound on unexpected message payload buffered per endpoint (default: %zu)",
@@ -132,16 +138,77 @@ static void opx_params_define(void)
 			"reads the first half while the sender writes the second, so both cores "
 			"copy at once; 0 disables (default: %zu)",
 			OPX_DEF_RNDV_SPLIT);
+	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
+			"Seal every eager packet sent with a CRC32C of header and payload, and "
+			"drop eager packets received unsealed or with a wrong checksum; senders "
+			"seal for a receiver that asks whatever their own setting. Detects "
+			"corruption of the shared rings, is no protection against a hostile "
+			"process of the same user (default: %d)",
+			0);
+}
+
+/* The raw text of FI_OPX_<name>, to check what fi_param_get would
+ * silently turn into a number (libfabric parses with strtol and no
+ * error check: "abc" reads as 0). */
+static const char *opx_param_raw(const char *name)
+{
+	char env[64];
+
+	snprintf(env, sizeof(env), "FI_OPX_%s", name);
+	return getenv(env);
+}
+
+/* Whole-string unsigned parse (decimal, 0x hex, 0 octal; surrounding
+ * blanks allowed): false on anything else, a sign, or overflow. */
+static bool opx_parse_u64(const char *s, unsigned long long *out)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return false;
+	while (*end == ' ' || *end == '\t' || *end == '\n')
+		end++;
+	return *end == '\0';
+}
+
+static bool opx_parse_int(const char *s, int *out)
+{
+	unsigned long long u;
+	bool neg;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	neg = *s == '-';
+	if (neg || *s == '+')
+		s++;
+	if (!opx_parse_u64(s, &u) || u > (neg ? (unsigned long long)INT_MAX + 1 : INT_MAX))
+		return false;
+	*out = neg ? (int)(0 - u) : (int)u;
+	return true;
 }
 
 /* Read one int parameter; an unset variable keeps the default silently,
- * a set but out-of-range one warns and keeps the default. */
+ * a set but unparsable or out-of-range one warns and keeps the default:
+ * a bad value never makes the provider disappear. */
 static void opx_param_int(const char *name, int *val, int lo, int hi)
 {
+	const char *raw;
 	int v;
 
 	if (fi_param_get_int(&opx_prov, name, &v) != 0)
 		return;
+	raw = opx_param_raw(name);
+	if (raw && !opx_parse_int(raw, &v)) {
+		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=\"%s\" is not an integer, using default %d\n",
+			 name, raw, *val);
+		return;
+	}
 	if (v < lo || v > hi) {
 		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=%d out of range [%d, %d], using default %d\n", name, v,
 			 lo, hi, *val);
@@ -152,16 +219,42 @@ static void opx_param_int(const char *name, int *val, int lo, int hi)
 
 static void opx_param_size(const char *name, size_t *val, size_t lo, size_t hi, bool pow2)
 {
+	unsigned long long u;
+	const char *raw;
 	size_t v;
 
 	if (fi_param_get_size_t(&opx_prov, name, &v) != 0)
 		return;
+	raw = opx_param_raw(name);
+	if (raw) {
+		if (!opx_parse_u64(raw, &u) || u > SIZE_MAX) {
+			OPX_WARN(FI_LOG_CORE,
+				 "FI_OPX_%s=\"%s\" is not a non-negative integer, using default "
+				 "%zu\n",
+				 name, raw, *val);
+			return;
+		}
+		v = (size_t)u;
+	}
 	if (v < lo || v > hi || (pow2 && !opx_is_pow2(v))) {
 		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=%zu invalid (range [%zu, %zu]%s), using default %zu\n",
 			 name, v, lo, hi, pow2 ? ", power of two" : "", *val);
 		return;
 	}
 	*val = v;
+}
+
+static void opx_param_bool(const char *name, bool *val)
+{
+	int v;
+
+	if (fi_param_get_bool(&opx_prov, name, &v) == 0) {
+		*val = v != 0;
+		return;
+	}
+	if (opx_param_raw(name))
+		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=\"%s\" is not a boolean, using default %d\n", name,
+			 opx_param_raw(name), *val);
 }
 
 /* The job key keeps jobs of different users from talking to each other's
@@ -187,13 +280,22 @@ static void opx_params_load(void)
 		p->eager_bytes = 4 * p->mtu;
 	opx_param_size("EAGER_RING_BYTES", &p->eager_bytes, 4 * p->mtu, OPX_MAX_EAGER_BYTES, true);
 	/* Inject and eager limits depend on the values above: a default that
-	 * no longer fits is clamped rather than left inconsistent. */
-	if (p->inject_size > p->mtu)
-		p->inject_size = p->mtu;
-	opx_param_size("INJECT_SIZE", &p->inject_size, 0, p->mtu, false);
-	if (p->eager_max > p->eager_bytes / 4)
-		p->eager_max = p->eager_bytes / 4;
-	opx_param_size("EAGER_MAX", &p->eager_max, 1, p->eager_bytes / 4, false);
+	 * no longer fits is clamped rather than left inconsistent.  A
+	 * multi-packet eager message takes at most a quarter of the eager
+	 * ring and of the header queue. */
+	size_t eager_cap = p->eager_bytes / 4;
+	if (eager_cap > p->hdrq_entries / 4 * p->mtu)
+		eager_cap = p->hdrq_entries / 4 * p->mtu;
+	if (p->eager_max > eager_cap)
+		p->eager_max = eager_cap;
+	opx_param_size("EAGER_MAX", &p->eager_max, 1, eager_cap, false);
+	/* fi_inject promises the buffer is reusable on return, which only an
+	 * eager send (copied into the peer's ring) keeps: inject_size never
+	 * exceeds what we send eagerly. */
+	size_t inject_cap = p->mtu < p->eager_max ? p->mtu : p->eager_max;
+	if (p->inject_size > inject_cap)
+		p->inject_size = inject_cap;
+	opx_param_size("INJECT_SIZE", &p->inject_size, 0, inject_cap, false);
 	opx_param_size("UX_MAX_BYTES", &p->ux_max_bytes, 1, SIZE_MAX, false);
 	opx_param_int("JKEY", &p->jkey, -1, 0xffff);
 	if (p->jkey == 0) {
@@ -204,15 +306,15 @@ static void opx_params_load(void)
 		p->jkey = opx_jkey_derive();
 	opx_param_int("SPIN_COUNT", &p->spin_count, 0, 1 << 30);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
-	int cma;
-	if (fi_param_get_bool(&opx_prov, "RNDV_CMA", &cma) == 0)
-		p->rndv_cma = cma != 0;
+	opx_param_bool("RNDV_CMA", &p->rndv_cma);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
+	opx_param_bool("CHECKSUM", &p->checksum);
 	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
 }
 
 static void opx_ini_once_fn(void)
 {
+	opx_csum_init();
 	opx_params_define();
 	opx_params_load();
 }

@@ -334,7 +334,8 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (cnt > OPX_IOV_LIMIT || (cnt && !iov))
 		return -FI_EINVAL;
 	for (size_t i = 0; i < cnt; i++) {
-		if (!iov[i].iov_base && iov[i].iov_len)
+		/* a length sum that wraps size_t is no length at all */
+		if ((!iov[i].iov_base && iov[i].iov_len) || iov[i].iov_len > SIZE_MAX - len)
 			return -FI_EINVAL;
 		len += iov[i].iov_len;
 	}
@@ -344,6 +345,9 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		return -FI_EINVAL;
 	if ((flags & FI_MULTI_RECV) && (tagged || !(ep->caps & FI_MULTI_RECV)))
 		return -FI_EINVAL;
+	/* a receive may complete at once (unexpected message, peek) */
+	if (!opx_cq_room_locked(ep->rx_cq, 1))
+		return -FI_EAGAIN;
 	if (flags & (FI_PEEK | FI_CLAIM)) {
 		if ((flags & FI_CLAIM) && !context)
 			return -FI_EINVAL;

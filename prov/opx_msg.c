@@ -13,9 +13,19 @@
 
 #include "opx_ep.h"
 
+/* Internal op flag: an fi_inject the peer cannot take eagerly went out
+ * by rendezvous from a private copy, which is the context; the copy is
+ * freed when the send completes. */
+#define OPX_TXF_BOUNCE (1ULL << 42)
+
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
 {
 	uint64_t cflags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
+
+	if (__builtin_expect(flags & OPX_TXF_BOUNCE, 0)) {
+		free(context);
+		context = NULL;
+	}
 
 	if (err) {
 		if (ep->tx_cq)
@@ -41,6 +51,33 @@ static inline void opx_gather(uint8_t *dst, const struct iovec *iov, size_t cnt,
 	}
 }
 
+/* Largest message sent eagerly to peer: ours, lowered to what the
+ * receiver advertises and to a quarter of its rings (the receiver drops
+ * multi-packet messages above its advertised limit). */
+static inline size_t opx_peer_eager_max(const struct shim_peer *peer)
+{
+	size_t lim = opx_env.eager_max;
+	size_t adv = peer->ctl->rx_eager_max; /* one read; the receiver checks anyway */
+	size_t egr = (size_t)peer->egr_blocks * SHIM_BLOCK / 4;
+	size_t hdrq = (size_t)peer->hdrq_cnt / 4 * peer->mtu;
+
+	if (adv && adv < lim)
+		lim = adv;
+	if (egr < lim)
+		lim = egr;
+	if (hdrq < lim)
+		lim = hdrq;
+	return lim;
+}
+
+/* FI_OPX_CHECKSUM: seal a packet whose header (and eager payload, when
+ * pay is set) is written; before it is published. */
+static __attribute__((noinline)) void opx_send_seal(struct shim_rhq_entry *e, const uint8_t *pay)
+{
+	e->hdr.flags |= OPX_PF_CSUM;
+	e->hdr.psn = opx_pkt_csum(&e->hdr, pay);
+}
+
 /* Eager: one reservation for the whole message (n consecutive packets). */
 static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
 				 size_t cnt, size_t len, uint64_t tag, uint64_t data,
@@ -49,6 +86,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 	struct shim_pio_resv r;
 	struct shim_rhq_entry *e;
 	uint32_t mtu = peer->mtu;
+	bool seal = opx_env.checksum || (peer->ctl->rx_flags & SHIM_RXF_CSUM);
 	int rc;
 
 	if (len <= SHIM_INLINE_MAX) {
@@ -59,6 +97,8 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
 		if (len)
 			opx_gather(e->hdr.p.inl, iov, cnt, len);
+		if (__builtin_expect(seal, 0))
+			opx_send_seal(e, NULL);
 		shim_pio_publish(peer, &r, 0, 0);
 		return 0;
 	}
@@ -69,6 +109,8 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		opx_gather(r.egr, iov, cnt, len);
 		e = shim_pio_entry(peer, &r, 0);
 		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
+		if (__builtin_expect(seal, 0))
+			opx_send_seal(e, r.egr);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 		return 0;
 	}
@@ -89,6 +131,8 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 			     msgid, tag, data);
 		e->hdr.p.u64[0] = i ? off : len;
 		e->hdr.p.u64[1] = 0;
+		if (__builtin_expect(seal, 0))
+			opx_send_seal(e, r.egr + off);
 		shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
 	}
 	return 0;
@@ -99,7 +143,9 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 {
 	struct shim_peer *peer;
 	uint8_t pflags = (tagged ? OPX_PF_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
+	struct iovec bounce;
 	size_t len = 0;
+	bool eager;
 	int rc;
 
 	if (__builtin_expect(!ep->enabled, 0))
@@ -107,7 +153,10 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (__builtin_expect(cnt > OPX_IOV_LIMIT || (cnt && !iov), 0))
 		return -FI_EINVAL;
 	for (size_t i = 0; i < cnt; i++) {
-		if (__builtin_expect(!iov[i].iov_base && iov[i].iov_len, 0))
+		/* a length sum that wraps size_t is no length at all */
+		if (__builtin_expect((!iov[i].iov_base && iov[i].iov_len) ||
+					     iov[i].iov_len > SIZE_MAX - len,
+				     0))
 			return -FI_EINVAL;
 		len += iov[i].iov_len;
 	}
@@ -115,13 +164,30 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		return -FI_EMSGSIZE;
 	if ((flags & FI_INJECT) && len > opx_env.inject_size)
 		return -FI_EMSGSIZE;
+	/* a completion that could not be written would be lost: push back */
+	if (__builtin_expect(!opx_cq_room_locked(ep->tx_cq, 1), 0))
+		return -FI_EAGAIN;
 	rc = opx_av_peer_locked(ep->av, dest, &peer);
 	if (__builtin_expect(rc, 0))
 		return rc;
 
 	flags |= tagged ? FI_TAGGED : FI_MSG;
+	eager = len <= SHIM_INLINE_MAX || len <= opx_peer_eager_max(peer);
+	if (__builtin_expect(!eager && (flags & FI_INJECT), 0)) {
+		/* The receiver takes less eagerly than our inject_size: keep
+		 * fi_inject's promise with a private copy sent by rendezvous. */
+		bounce.iov_len = len;
+		bounce.iov_base = malloc(len);
+		if (!bounce.iov_base)
+			return -FI_EAGAIN;
+		opx_gather(bounce.iov_base, iov, cnt, len);
+		iov = &bounce;
+		cnt = 1;
+		context = bounce.iov_base;
+		flags |= OPX_TXF_BOUNCE;
+	}
 	for (int attempt = 0;; attempt++) {
-		if (len <= opx_env.eager_max)
+		if (eager)
 			rc = opx_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
 		else
 			rc = opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context,
@@ -131,9 +197,12 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		/* No credits: make progress (the peer may be waiting on us), retry once. */
 		opx_ep_progress_locked(ep);
 	}
-	if (__builtin_expect(rc, 0))
+	if (__builtin_expect(rc, 0)) {
+		if (flags & OPX_TXF_BOUNCE)
+			free(bounce.iov_base);
 		return rc == -EAGAIN ? -FI_EAGAIN : opx_err_from_shim(rc);
-	if (len <= opx_env.eager_max)
+	}
+	if (eager)
 		opx_ep_tx_report(ep, context, flags, len, 0);
 	return 0;
 }

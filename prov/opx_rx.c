@@ -3,14 +3,23 @@
  * opx_rx.c - receive progress: drain the receive context's header queue,
  * validate each packet, dispatch on its opcode, return credits.
  *
+ * Every sender of the host can write our header queue and eager ring, so
+ * nothing is read from shared memory twice: the 64-byte header entry is
+ * copied to the stack once, right after the acquire load of its
+ * generation word, and only the copy is validated and used (a sender
+ * rewriting paylen between two reads once overflowed a heap buffer).
  * Validation happens before any field is used: error bits, opcode range,
  * job key, destination, flags, payload length against the MTU and the
- * eager ring.  A bad packet is dropped and counted, never acted on.
+ * eager ring, the checksum when there is one.  A bad packet is dropped
+ * and counted by reason (opx_ep_drops), never acted on.
  *
  * A packet that cannot be absorbed now (the unexpected-message memory
  * bound is reached) stays at the head of the queue: its credits are not
  * returned, so senders see -FI_EAGAIN until the application posts
- * receives.  Memory stays bounded and nothing is lost.
+ * receives.  Memory stays bounded and nothing is lost.  A packet that
+ * could never be absorbed (a multi-packet message larger than what we
+ * advertise as our eager limit) is dropped instead, or it would wedge
+ * the queue for ever.
  */
 #include <stdlib.h>
 #include <sys/uio.h>
@@ -21,12 +30,96 @@
 
 typedef int (*opx_rx_handler)(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
-void opx_rx_drop(struct opx_ep *ep, const char *why)
+static const char *const opx_drop_names[OPX_DROP_MAX] = {
+	[OPX_DROP_RHF_ERR] = "receive header error bits",
+	[OPX_DROP_OPCODE] = "unknown opcode",
+	[OPX_DROP_JKEY] = "wrong job key",
+	[OPX_DROP_DEST] = "wrong destination",
+	[OPX_DROP_FLAGS] = "unknown flags",
+	[OPX_DROP_PAYLEN] = "payload longer than the MTU",
+	[OPX_DROP_PAYLOAD] = "payload outside the eager ring",
+	[OPX_DROP_CSUM] = "checksum missing or wrong",
+	[OPX_DROP_MP_LEN] = "bad multi-packet length",
+	[OPX_DROP_MP_BOUND] = "multi-packet message above our eager limit",
+	[OPX_DROP_MP_SEQ] = "multi-packet continuation out of sequence",
+	[OPX_DROP_RTS] = "bad rendezvous request",
+	[OPX_DROP_RNDV] = "bad rendezvous control or data packet",
+};
+
+const char *opx_drop_name(enum opx_drop_reason reason)
+{
+	return (unsigned)reason < OPX_DROP_MAX ? opx_drop_names[reason] : "unknown reason";
+}
+
+uint64_t opx_ep_drops(const struct opx_ep *ep, enum opx_drop_reason reason)
+{
+	uint64_t n = 0;
+
+	if ((unsigned)reason < OPX_DROP_MAX)
+		return ep->drops[reason];
+	for (int i = 0; i < OPX_DROP_MAX; i++)
+		n += ep->drops[i];
+	return n;
+}
+
+static __attribute__((noinline, cold)) void opx_rx_drop_log(struct opx_ep *ep,
+							    enum opx_drop_reason reason,
+							    const char *detail)
+{
+	if (ep->drops_logged & (1u << reason))
+		return;
+	ep->drops_logged |= 1u << reason;
+	OPX_WARN(FI_LOG_EP_DATA,
+		 "endpoint lid %u ctx %u dropped a packet: %s%s%s (first of this reason; "
+		 "later ones are only counted)\n",
+		 ep->addr.lid, ep->addr.ctx, opx_drop_name(reason), detail ? ": " : "",
+		 detail ? detail : "");
+}
+
+static void opx_rx_drop_count(struct opx_ep *ep, enum opx_drop_reason reason, const char *detail)
 {
 	ep->rx_dropped++;
+	ep->drops[reason]++;
 	atomic_fetch_add_explicit(&ep->rx->ctl->rx_dropped, 1, memory_order_relaxed);
-	OPX_DBG(FI_LOG_EP_DATA, "dropped packet: %s\n", why);
-	(void)why;
+	if (__builtin_expect(!(ep->drops_logged & (1u << reason)), 0))
+		opx_rx_drop_log(ep, reason, detail);
+}
+
+void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason)
+{
+	opx_rx_drop_count(ep, reason, NULL);
+}
+
+void opx_rx_drop(struct opx_ep *ep, const char *why)
+{
+	opx_rx_drop_count(ep, OPX_DROP_RNDV, why);
+}
+
+void opx_rx_advertise(struct opx_ep *ep)
+{
+	struct shim_rx *rx = ep->rx;
+	size_t lim = opx_env.eager_max;
+	size_t ux_room = opx_env.ux_max_bytes > sizeof(struct opx_ux)
+				 ? opx_env.ux_max_bytes - sizeof(struct opx_ux)
+				 : 0;
+	/* the sender's shares of our rings: a quarter, as for our own sends */
+	size_t egr = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK / 4;
+	size_t hdrq = (size_t)(rx->hdrq_mask + 1) / 4 * rx->mtu;
+
+	if (lim > ux_room)
+		lim = ux_room;
+	if (lim > egr)
+		lim = egr;
+	if (lim > hdrq)
+		lim = hdrq;
+	if (lim < SHIM_INLINE_MAX) /* inline messages cost no payload buffer */
+		lim = SHIM_INLINE_MAX;
+	if (lim > UINT32_MAX)
+		lim = UINT32_MAX;
+	ep->rx_eager_max = (uint32_t)lim;
+	ep->rx_csum = opx_env.checksum;
+	rx->ctl->rx_eager_max = (uint32_t)lim;
+	rx->ctl->rx_flags = opx_env.checksum ? SHIM_RXF_CSUM : 0;
 }
 
 /* An unexpected message's first packet: describe it and queue it, in
@@ -93,7 +186,14 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	struct opx_rx_req *req;
 
 	if (total <= h->paylen || total > opx_env.max_msg_size || h->paylen != ep->rx->mtu) {
-		opx_rx_drop(ep, "bad multi-packet length");
+		opx_rx_drop_reason(ep, OPX_DROP_MP_LEN);
+		return 0;
+	}
+	/* Senders keep multi-packet messages within the limit we advertise;
+	 * one above it could never be buffered, and leaving it queued would
+	 * wedge the context for ever. */
+	if (total > ep->rx_eager_max) {
+		opx_rx_drop_reason(ep, OPX_DROP_MP_BOUND);
 		return 0;
 	}
 	src = opx_ep_src(ep, h->slid, h->sctx);
@@ -161,7 +261,7 @@ static int opx_rx_mp_next(struct opx_ep *ep, const struct shim_pkt_hdr *h, const
 
 	if (!mp->active || h->slid != mp->slid || h->sctx != mp->sctx || h->msgid != mp->msgid ||
 	    off != mp->off || off + h->paylen > mp->total || !h->paylen) {
-		opx_rx_drop(ep, "multi-packet continuation out of sequence");
+		opx_rx_drop_reason(ep, OPX_DROP_MP_SEQ);
 		return 0;
 	}
 	if (mp->req) {
@@ -198,7 +298,7 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	fi_addr_t src;
 
 	if (!opx_rts_valid(h)) {
-		opx_rx_drop(ep, "bad rendezvous request");
+		opx_rx_drop_reason(ep, OPX_DROP_RTS);
 		return 0;
 	}
 	ux = opx_ux_get(ep, 0);
@@ -208,7 +308,7 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	memcpy(&ux->rts, pay, sizeof(ux->rts));
 	if (ux->rts.iov_count > OPX_IOV_LIMIT) {
 		opx_ux_put(ep, ux);
-		opx_rx_drop(ep, "bad rendezvous iov count");
+		opx_rx_drop_reason(ep, OPX_DROP_RTS);
 		return 0;
 	}
 	ux->rndv = true;
@@ -233,7 +333,42 @@ static const opx_rx_handler opx_rx_table[OPX_OP_MAX] = {
 	[OPX_OP_MP_NEXT] = opx_rx_mp_next, [OPX_OP_RTS] = opx_rx_rts,
 };
 
-/* Returns -FI_EAGAIN when the packet must stay queued. */
+/* Which check a bad header failed, for the drop counters (cold path). */
+static __attribute__((noinline, cold)) void opx_rx_bad_header(struct opx_ep *ep,
+							      const struct shim_rhq_entry *e)
+{
+	const struct shim_pkt_hdr *h = &e->hdr;
+	enum opx_drop_reason why = OPX_DROP_PAYLEN;
+
+	if (e->rhf & (SHIM_RHF_ERR_MASK << SHIM_RHF_ERR_SHIFT))
+		why = OPX_DROP_RHF_ERR;
+	else if (h->opcode == 0 || h->opcode >= OPX_OP_MAX)
+		why = OPX_DROP_OPCODE;
+	else if (h->jkey != ep->jkey)
+		why = OPX_DROP_JKEY;
+	else if (h->dlid != ep->rx->lid || h->dctx != ep->rx->ctx)
+		why = OPX_DROP_DEST;
+	else if (h->flags & ~OPX_PF_MASK)
+		why = OPX_DROP_FLAGS;
+	opx_rx_drop_reason(ep, why);
+}
+
+/* Checksum policy: a sealed packet is verified; with FI_OPX_CHECKSUM on,
+ * the eager protocols (whose payload sits in our ring) must be sealed.
+ * Rendezvous control packets are not sealed yet (see the README). */
+static __attribute__((noinline)) bool opx_rx_csum_ok(const struct opx_ep *ep,
+						     const struct shim_rhq_entry *e,
+						     const uint8_t *pay)
+{
+	const struct shim_pkt_hdr *h = &e->hdr;
+
+	if (!(h->flags & OPX_PF_CSUM))
+		return !(ep->rx_csum && h->opcode <= OPX_OP_MP_NEXT);
+	return opx_pkt_csum(h, (e->rhf & SHIM_RHF_EGR) ? pay : NULL) == h->psn;
+}
+
+/* e is the endpoint's private copy of the entry.  Returns -FI_EAGAIN
+ * when the packet must stay queued. */
 static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e)
 {
 	const struct shim_pkt_hdr *h = &e->hdr;
@@ -246,12 +381,17 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 				     h->dctx != rx->ctx || (h->flags & ~OPX_PF_MASK) ||
 				     h->paylen > rx->mtu,
 			     0)) {
-		opx_rx_drop(ep, "bad header");
+		opx_rx_bad_header(ep, e);
 		return 0;
 	}
 	pay = shim_rx_payload(rx, e);
 	if (__builtin_expect(!pay, 0)) {
-		opx_rx_drop(ep, "payload outside the eager ring");
+		opx_rx_drop_reason(ep, OPX_DROP_PAYLOAD);
+		return 0;
+	}
+	if (__builtin_expect((h->flags & OPX_PF_CSUM) || ep->rx_csum, 0) &&
+	    !opx_rx_csum_ok(ep, e, pay)) {
+		opx_rx_drop_reason(ep, OPX_DROP_CSUM);
 		return 0;
 	}
 	if (h->opcode == OPX_OP_EAGER)
@@ -261,22 +401,50 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	return opx_rx_table[h->opcode](ep, h, pay);
 }
 
+/* A packet completes at most this many operations on each CQ. */
+#define OPX_CQ_PER_PACKET 2
+
+/* How many packets this progress call may consume: as many as the CQs
+ * have room for.  A packet left queued returns no credits, so a full CQ
+ * that cannot grow pushes back on the senders instead of losing
+ * completions. */
+static inline int opx_rx_budget(struct opx_ep *ep)
+{
+	const size_t want = OPX_PROGRESS_BATCH * OPX_CQ_PER_PACKET;
+	size_t room = want;
+
+	if (ep->rx_cq && opx_cq_free_locked(ep->rx_cq) < want &&
+	    !opx_cq_room_locked(ep->rx_cq, want))
+		room = opx_cq_free_locked(ep->rx_cq);
+	if (ep->tx_cq && opx_cq_free_locked(ep->tx_cq) < want &&
+	    !opx_cq_room_locked(ep->tx_cq, want) && opx_cq_free_locked(ep->tx_cq) < room)
+		room = opx_cq_free_locked(ep->tx_cq);
+	return (int)(room / OPX_CQ_PER_PACKET);
+}
+
 void opx_ep_progress_locked(struct opx_ep *ep)
 {
 	struct shim_rx *rx = ep->rx;
-	int n;
+	int n, budget;
 
 	if (!ep->enabled)
 		return;
-	if (__builtin_expect(opx_rndv_pending(ep), 0))
+	budget = opx_rx_budget(ep);
+	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);
-	for (n = 0; n < OPX_PROGRESS_BATCH; n++) {
+	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
+		struct shim_rhq_entry copy;
+
 		if (!e)
 			break;
-		if (opx_rx_packet(ep, e))
+		/* One fetch, after the acquire load of e->seq: from here on
+		 * only the copy is read, so a sender cannot change a length
+		 * between its check and its use. */
+		memcpy(&copy, e, sizeof(copy));
+		if (opx_rx_packet(ep, &copy))
 			break;
-		shim_rx_release(rx, e);
+		shim_rx_release(rx, &copy);
 	}
 	/* Idle polling must not starve other ranks sharing a core. */
 	if (n) {
