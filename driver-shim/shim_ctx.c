@@ -206,10 +206,14 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 			}
 		}
 	}
-	shim_warn(dev,
-		  "no free receive context on unit %u: %u name(s) in use, %u not owned by uid %u "
-		  "or not regular files (first: /dev/shm%s)",
-		  unit, live, squatted, uid, squatted ? first_squat : "-");
+	if (squatted)
+		shim_warn(dev,
+			  "no free receive context on unit %u: %u name(s) in use, %u not owned "
+			  "by uid %u or not regular files (first: /dev/shm%s)",
+			  unit, live, squatted, uid, first_squat);
+	else
+		shim_warn(dev, "no free receive context on unit %u: all %u names in use", unit,
+			  live);
 	return -EBUSY;
 }
 
