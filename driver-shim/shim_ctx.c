@@ -3,22 +3,29 @@
  * shim_ctx.c - receive contexts of the software SuperNIC.
  *
  * A context is a POSIX shared-memory segment /opx.<uid>.<unit>.<ctx>
- * laid out as shim_abi.h describes.  The context number is the lowest one
- * whose name could be created with O_EXCL; assignment is serialised per
- * unit with flock() on /dev/shm/opx.<uid>.<unit>.lock so that the
- * "inspect a leftover segment, unlink it, create it again" sequence is
- * atomic with respect to other processes assigning on the same unit.
+ * laid out as shim_abi.h describes.  The number is taken by creating the
+ * name with O_EXCL, which is atomic by itself: there is no per-unit lock
+ * file (one a neighbour could plant as a symlink or hold for ever).  The
+ * search starts at a per-process cursor (random at device open, then just
+ * past the last number taken), so a host full of ranks does not probe
+ * 0, 1, 2, ... each time.
  *
- * A leftover segment is reclaimed only when its owner is certainly gone
- * (pid missing or recycled), or when it never became a valid context and
- * is older than SHIM_STALE_AGE_S.  A live job's segment is never touched.
+ * Liveness is the OFD lock the owner takes on its segment right after
+ * creating it and keeps until it exits (shim_trust.c).  A leftover
+ * segment is reclaimed only by whoever manages to take that lock, and is
+ * unlinked while the lock is held; since every unlink of a name happens
+ * under the lock of the file it names, two reclaimers can never unlink a
+ * segment that a third process has just created at the same name.  A
+ * segment that never became a valid context is reclaimed only once older
+ * than SHIM_STALE_AGE_S (its creator may still be initialising it).
+ * Names owned by another uid, symlinks and other non-files are skipped,
+ * never opened through, never removed, and reported through shim_warn().
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -28,100 +35,186 @@
 
 #include "shim_internal.h"
 
+/* How long a creator tries to take the lock on the name it has just
+ * created: an inspector holds it for microseconds. */
+#define SHIM_LOCK_TRIES 1000
+#define SHIM_LOCK_PAUSE_NS 100000L
+
 enum shim_seg_state {
-	SHIM_SEG_LIVE,   /* owned by a running process: skip the number */
-	SHIM_SEG_STALE,  /* abandoned: unlink and retry the number */
-	SHIM_SEG_GONE,   /* vanished meanwhile: retry the number */
+	SHIM_SEG_LIVE,     /* in use by a running process (or cannot judge): skip */
+	SHIM_SEG_STALE,    /* was abandoned, we unlinked it: retry the number */
+	SHIM_SEG_GONE,     /* vanished meanwhile: retry the number */
+	SHIM_SEG_SQUATTED, /* not ours (other uid, symlink, not a file): skip */
 };
 
-static enum shim_seg_state shim_ctx_seg_inspect(const char *name)
+/* Remove the wake-up socket file of an abandoned context; its directory
+ * was checked (ours, 0700) when that context bound it. */
+static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *ctl, uint32_t uid)
 {
-	enum shim_seg_state state = SHIM_SEG_LIVE;
-	const struct shim_rcv_ctl *ctl;
-	struct stat st;
-	int fd;
+	struct sockaddr_un sun;
+	socklen_t len;
 
-	fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
-		return errno == ENOENT ? SHIM_SEG_GONE : SHIM_SEG_LIVE;
-	if (fstat(fd, &st) < 0)
-		goto out; /* cannot judge: treat as live */
-	if ((size_t)st.st_size >= sizeof(*ctl)) {
+	shim_name_wake(&sun, &len, uid, ctl->unit, ctl->ctx, ctl->nonce);
+	(void)unlink(sun.sun_path);
+}
+
+/* Is the segment we hold the lock of abandoned? */
+static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid)
+{
+	const struct shim_rcv_ctl *ctl;
+	bool stale;
+
+	if ((size_t)st->st_size >= sizeof(*ctl)) {
 		ctl = mmap(NULL, sizeof(*ctl), PROT_READ, MAP_SHARED, fd, 0);
 		if (ctl == MAP_FAILED)
-			goto out;
-		/* The magic is written after the owner fields and before
-		 * ready, all under the unit lock we now hold: a segment with
-		 * the magic has trustworthy owner fields. */
+			return false; /* cannot judge: treat as live */
+		/* The magic is written after the owner fields, and the owner
+		 * locked the segment before writing either. */
 		if (ctl->magic == SHIM_CTL_MAGIC) {
-			if (shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start))
-				state = SHIM_SEG_STALE;
+			if (ctl->flags & SHIM_CTL_F_OWNER_LOCK)
+				stale = true; /* we hold its owner's lock: owner gone */
+			else /* an older shim that did not lock: its pid is all we have */
+				stale = shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start);
+			if (stale && (ctl->flags & SHIM_CTL_F_OWNER_LOCK))
+				shim_ctx_unlink_wake(ctl, uid);
 			munmap((void *)ctl, sizeof(*ctl));
-			goto out;
+			return stale;
 		}
 		munmap((void *)ctl, sizeof(*ctl));
 	}
 	/* Not a valid context: a creator that died before finishing, or
-	 * something else.  Give a possible slow creator time first. */
-	if (time(NULL) - st.st_mtime >= SHIM_STALE_AGE_S)
+	 * one still initialising.  Give a slow creator time first. */
+	return time(NULL) - st->st_mtime >= SHIM_STALE_AGE_S;
+}
+
+static enum shim_seg_state shim_ctx_seg_reclaim(struct shim_dev *dev, const char *name,
+						uint32_t uid)
+{
+	enum shim_seg_state state = SHIM_SEG_LIVE;
+	struct stat st;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO planted at the name must not block the open */
+	fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return SHIM_SEG_GONE;
+		/* ELOOP: a symlink; EACCES: another user's file */
+		return errno == ELOOP || errno == EACCES || errno == EPERM ? SHIM_SEG_SQUATTED
+									   : SHIM_SEG_LIVE;
+	}
+	if (fstat(fd, &st) < 0)
+		goto out;
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		state = SHIM_SEG_SQUATTED;
+		goto out;
+	}
+	if (shim_seg_lock(fd))
+		goto out; /* held: its owner is alive */
+	/* Someone else may have reclaimed it between our open and our lock. */
+	if (fstat(fd, &st) < 0)
+		goto out;
+	if (st.st_nlink == 0) {
+		state = SHIM_SEG_GONE;
+		goto out;
+	}
+	if (shim_ctx_seg_abandoned(fd, &st, uid) && shm_unlink(name) == 0) {
+		atomic_fetch_add_explicit(&dev->stale_reclaimed, 1, memory_order_relaxed);
 		state = SHIM_SEG_STALE;
+	}
 out:
-	close(fd);
+	close(fd); /* drops the lock, if we took it */
 	return state;
 }
 
-/* Create the lowest free segment of the unit.  Returns the fd and fills
- * ctx->name / ctx->rx.ctx, or -errno (-EBUSY when all are taken). */
+/* Take the liveness lock of a segment we just created.  Only an inspector
+ * judging the fresh (young, magic-less, so never stale) segment can hold
+ * it, and only for microseconds; still bounded. */
+static int shim_ctx_seg_lock_new(int fd)
+{
+	const struct timespec pause = {.tv_sec = 0, .tv_nsec = SHIM_LOCK_PAUSE_NS};
+	int ret = -EAGAIN;
+
+	for (int i = 0; i < SHIM_LOCK_TRIES && ret == -EAGAIN; i++) {
+		ret = shim_seg_lock(fd);
+		if (ret == -EAGAIN)
+			nanosleep(&pause, NULL);
+	}
+	return ret;
+}
+
+/* Create a free segment of the unit, searching from the unit's cursor.
+ * Returns the fd, locked, and fills ctx->name / ctx->rx.ctx, or -errno
+ * (-EBUSY when every name is taken). */
 static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int unit)
 {
 	struct shim_dev *dev = ctx->dev;
+	uint32_t start = atomic_load_explicit(&dev->ctx_next[unit], memory_order_relaxed);
+	unsigned int squatted = 0, live = 0;
+	char first_squat[SHIM_NAME_MAX] = "";
 
-	for (unsigned int n = 0; n < SHIM_MAX_CTXTS; n++) {
+	for (unsigned int i = 0; i < SHIM_MAX_CTXTS; i++) {
+		unsigned int n = (start + i) % SHIM_MAX_CTXTS;
 		int ret = shim_name_segment(ctx->name, sizeof(ctx->name), uid, unit, n);
 
 		if (ret)
 			return ret;
 		for (int tries = 0;; tries++) {
-			int fd = shm_open(ctx->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+			int fd = shm_open(ctx->name, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
+					  0600);
 			enum shim_seg_state state;
 
 			if (fd >= 0) {
+				ret = shim_ctx_seg_lock_new(fd);
+				if (ret) {
+					/* nobody else unlinks an unlocked young
+					 * name; it is still ours to remove */
+					shm_unlink(ctx->name);
+					close(fd);
+					if (ret == -EAGAIN)
+						break;
+					return ret;
+				}
 				ctx->rx.ctx = (uint16_t)n;
+				atomic_store_explicit(&dev->ctx_next[unit], (n + 1) % SHIM_MAX_CTXTS,
+						      memory_order_relaxed);
+				if (squatted)
+					shim_warn(dev,
+						  "skipped %u receive context name(s) of unit %u not "
+						  "owned by uid %u or not regular files (first: "
+						  "/dev/shm%s)",
+						  squatted, unit, uid, first_squat);
 				return fd;
 			}
 			if (errno != EEXIST)
 				return -errno;
-			if (tries >= SHIM_RECLAIM_TRIES)
+			if (tries >= SHIM_RECLAIM_TRIES) {
+				live++;
 				break;
-			state = shim_ctx_seg_inspect(ctx->name);
-			if (state == SHIM_SEG_LIVE)
+			}
+			state = shim_ctx_seg_reclaim(dev, ctx->name, uid);
+			if (state == SHIM_SEG_LIVE) {
+				live++;
 				break;
-			if (state == SHIM_SEG_STALE && shm_unlink(ctx->name) == 0)
-				atomic_fetch_add_explicit(&dev->stale_reclaimed, 1,
+			}
+			if (state == SHIM_SEG_SQUATTED) {
+				if (!squatted++)
+					snprintf(first_squat, sizeof(first_squat), "%s", ctx->name);
+				atomic_fetch_add_explicit(&dev->names_squatted, 1,
 							  memory_order_relaxed);
+				break;
+			}
 		}
 	}
+	if (squatted)
+		shim_warn(dev,
+			  "no free receive context on unit %u: %u name(s) in use, %u not owned "
+			  "by uid %u or not regular files (first: /dev/shm%s)",
+			  unit, live, squatted, uid, first_squat);
+	else
+		shim_warn(dev, "no free receive context on unit %u: all %u names in use", unit,
+			  live);
 	return -EBUSY;
-}
-
-static int shim_ctx_lock_unit(uint32_t uid, unsigned int unit)
-{
-	char path[96];
-	int fd, ret;
-
-	snprintf(path, sizeof(path), "/dev/shm/opx.%u.%u.lock", uid, unit);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	do {
-		ret = flock(fd, LOCK_EX);
-	} while (ret < 0 && errno == EINTR);
-	if (ret < 0) {
-		ret = -errno;
-		close(fd);
-		return ret;
-	}
-	return fd;
 }
 
 static uint32_t shim_ctx_nonce(void)
@@ -138,22 +231,45 @@ static uint32_t shim_ctx_nonce(void)
 	return nonce ? nonce : 1; /* 0 reads as "unset" in dumps */
 }
 
+/* Bind the wake-up socket in the per-uid 0700 directory, so only our uid
+ * can reach it.  If the directory is unusable (a neighbour planted
+ * something at its name) the socket stays unbound: sleepers then wake on
+ * their bounded timeout instead, slower but correct, and we say so. */
 static int shim_ctx_sock_bind(struct shim_ctx *ctx, uint32_t uid)
 {
 	struct sockaddr_un sun;
 	socklen_t len;
+	int ret;
 
 	ctx->sock_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (ctx->sock_fd < 0)
 		return -errno;
-	shim_name_wake(&sun, &len, uid, ctx->rx.unit, ctx->rx.ctx, ctx->nonce);
-	if (bind(ctx->sock_fd, (struct sockaddr *)&sun, len) < 0) {
-		int ret = -errno;
+	ret = shim_wake_dir_check(uid);
+	if (ret) {
+		char dir[SHIM_NAME_MAX];
 
+		shim_name_wake_dir(dir, sizeof(dir), uid);
+		shim_warn(ctx->dev,
+			  "%s is not a directory owned by uid %u (%s): blocking waits of "
+			  "context %u poll instead of being woken",
+			  dir, uid, strerror(-ret), ctx->rx.ctx);
+		return 0;
+	}
+	shim_name_wake(&sun, &len, uid, ctx->rx.unit, ctx->rx.ctx, ctx->nonce);
+	ret = bind(ctx->sock_fd, (struct sockaddr *)&sun, len);
+	if (ret < 0 && errno == EADDRINUSE) {
+		/* leftover of a crashed context with the same number and
+		 * nonce, in our own directory */
+		(void)unlink(sun.sun_path);
+		ret = bind(ctx->sock_fd, (struct sockaddr *)&sun, len);
+	}
+	if (ret < 0) {
+		ret = -errno;
 		close(ctx->sock_fd);
 		ctx->sock_fd = -1;
 		return ret;
 	}
+	ctx->sock_bound = true;
 	return 0;
 }
 
@@ -178,6 +294,8 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	ctl->egr_off = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry);
 	ctl->seg_size = seg_size;
 	ctl->jkey = dev->params.jkey;
+	ctl->jkey_src = dev->params.jkey_src;
+	ctl->flags = SHIM_CTL_F_OWNER_LOCK; /* shim_ctx_seg_create() took it */
 	ctl->lid = dev->units[ctx->rx.unit].lid;
 	ctl->ctx = ctx->rx.ctx;
 	ctl->unit = ctx->rx.unit;
@@ -246,10 +364,10 @@ static void shim_ctx_fill_info(const struct shim_ctx *ctx, struct hfi1_ctxt_info
 int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 		  struct hfi1_ctxt_info *cinfo, struct hfi1_base_info *binfo)
 {
-	uint32_t uid = (uint32_t)getuid();
+	uint32_t uid = (uint32_t)geteuid();
 	struct shim_ctx *ctx;
 	uint64_t seg_size;
-	int lock_fd, fd, ret;
+	int fd, ret;
 
 	if (!dev || !ctxp || unit < 0 || unit >= dev->num_units)
 		return -EINVAL;
@@ -258,6 +376,8 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 		return -ENOMEM;
 	ctx->dev = dev;
 	ctx->sock_fd = -1;
+	ctx->seg_fd = -1;
+	ctx->owner = getpid();
 	ret = shim_tid_table_create(ctx);
 	if (ret)
 		goto err_free;
@@ -268,18 +388,13 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	seg_size = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
 		   dev->params.egr_bytes;
 
-	lock_fd = shim_ctx_lock_unit(uid, (unsigned int)unit);
-	if (lock_fd < 0) {
-		ret = lock_fd;
-		goto err_free;
-	}
 	fd = shim_ctx_seg_create(ctx, uid, (unsigned int)unit);
 	if (fd < 0) {
 		ret = fd;
-		goto err_unlock;
+		goto err_free;
 	}
 	/* O_CREAT's mode is filtered by the umask; owner-only is a security
-	 * property here, so set it explicitly. */
+	 * property here (peers refuse anything else), so set it explicitly. */
 	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)seg_size) < 0) {
 		ret = -errno;
 		goto err_unlink;
@@ -309,8 +424,7 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->rx.mtu = dev->params.mtu;
 	shim_ctx_ctl_init(ctx, seg_size);
 
-	close(fd);
-	close(lock_fd); /* releases the flock */
+	ctx->seg_fd = fd; /* kept open: it holds the liveness lock */
 	shim_ctx_fill_info(ctx, cinfo, binfo);
 	*ctxp = ctx;
 	return 0;
@@ -320,36 +434,26 @@ err_unmap:
 err_unlink:
 	shm_unlink(ctx->name);
 	close(fd);
-err_unlock:
-	close(lock_fd);
 err_free:
 	shim_tid_table_destroy(ctx);
 	free(ctx);
 	return ret;
 }
 
-/* True if the name still refers to this context's segment; after a
- * (mistaken) reclaim by someone else it would name a stranger's. */
+/* True if the name still refers to this context's segment.  While we
+ * hold its lock nobody following the protocol unlinks it, but an older
+ * shim (pid-based) might have: then the name may be a stranger's. */
 static bool shim_ctx_owns_name(const struct shim_ctx *ctx)
 {
-	const struct shim_rcv_ctl *ctl;
-	struct stat st;
-	bool mine = false;
-	int fd;
+	char path[SHIM_NAME_MAX + 16];
+	struct stat mine, named;
 
-	fd = shm_open(ctx->name, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
+	snprintf(path, sizeof(path), "/dev/shm%s", ctx->name);
+	if (fstat(ctx->seg_fd, &mine) < 0 || mine.st_nlink == 0)
 		return false;
-	if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(*ctl)) {
-		ctl = mmap(NULL, sizeof(*ctl), PROT_READ, MAP_SHARED, fd, 0);
-		if (ctl != MAP_FAILED) {
-			mine = ctl->magic == SHIM_CTL_MAGIC && ctl->nonce == ctx->nonce &&
-			       ctl->owner_pid == (uint32_t)getpid();
-			munmap((void *)ctl, sizeof(*ctl));
-		}
-	}
-	close(fd);
-	return mine;
+	if (fstatat(AT_FDCWD, path, &named, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino;
 }
 
 void shim_ctx_close(struct shim_ctx *ctx)
@@ -358,16 +462,27 @@ void shim_ctx_close(struct shim_ctx *ctx)
 		return;
 	/* Only the creating process retires the context: a forked child
 	 * closing its inherited copy must not pull it from under the
-	 * parent.  Peers that open the name from now on get -EAGAIN, not a
+	 * parent (nor drop the lock: the parent's descriptor still holds
+	 * it).  Peers that open the name from now on get -EAGAIN, not a
 	 * context nobody will ever drain. */
-	if (ctx->rx.ctl->owner_pid == (uint32_t)getpid()) {
+	if (ctx->owner == getpid()) {
 		atomic_store_explicit(&ctx->rx.ctl->ready, 0, memory_order_release);
 		if (shim_ctx_owns_name(ctx))
 			shm_unlink(ctx->name);
+		if (ctx->sock_bound) {
+			struct sockaddr_un sun;
+			socklen_t len;
+
+			shim_name_wake(&sun, &len, (uint32_t)geteuid(), ctx->rx.unit, ctx->rx.ctx,
+				       ctx->nonce);
+			(void)unlink(sun.sun_path);
+		}
 	}
 	munmap(ctx->map, ctx->map_len);
 	if (ctx->sock_fd >= 0)
 		close(ctx->sock_fd);
+	if (ctx->seg_fd >= 0)
+		close(ctx->seg_fd); /* the last owner descriptor: drops the lock */
 	shim_tid_table_destroy(ctx);
 	free(ctx);
 }
@@ -389,7 +504,7 @@ void shim_ctx_addr(const struct shim_ctx *ctx, struct shim_addr *addr)
 	addr->ctx = ctx->rx.ctx;
 	addr->unit = ctx->rx.unit;
 	addr->nonce = ctx->nonce;
-	addr->uid = (uint32_t)getuid();
+	addr->uid = (uint32_t)geteuid();
 	addr->pid = (uint32_t)getpid();
 }
 

@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -131,6 +133,24 @@ static void shim_dev_units_init(struct shim_dev *dev)
 	}
 }
 
+/* Random first context number per unit: ranks of one job starting
+ * together spread over the name space instead of all probing 0, 1, 2...
+ * (which made n opens cost O(n^2) name probes). */
+static void shim_dev_cursors_init(struct shim_dev *dev)
+{
+	uint32_t r[SHIM_MAX_UNITS];
+	struct timespec ts;
+
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		for (unsigned int i = 0; i < SHIM_MAX_UNITS; i++)
+			r[i] = (uint32_t)shim_fnv1a(SHIM_FNV_OFFSET ^ (uint64_t)getpid() ^ i, &ts,
+						    sizeof(ts));
+	}
+	for (unsigned int i = 0; i < SHIM_MAX_UNITS; i++)
+		atomic_init(&dev->ctx_next[i], r[i] % SHIM_MAX_CTXTS);
+}
+
 int shim_dev_open(const struct shim_dev_params *params, struct shim_dev **devp)
 {
 	struct shim_dev_params p;
@@ -162,6 +182,8 @@ int shim_dev_open(const struct shim_dev_params *params, struct shim_dev **devp)
 	dev->num_units = p.num_units;
 	dev->host_id = shim_host_id_compute();
 	atomic_init(&dev->stale_reclaimed, 0);
+	atomic_init(&dev->names_squatted, 0);
+	shim_dev_cursors_init(dev);
 	shim_dev_units_init(dev);
 	dev->wake_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (dev->wake_fd < 0) {
@@ -241,7 +263,9 @@ uint64_t shim_dev_host_id(const struct shim_dev *dev)
 /* ---------------------------------------------------------------------
  * Names.  The segment name carries the uid so users never collide and the
  * permission check stays with the kernel; the wake-up name carries the
- * nonce so a reused context number never receives a stale wake-up.
+ * nonce so a reused context number never receives a stale wake-up.  A
+ * name says where to look, never whom to trust: shim_trust.c checks
+ * what is found there.
  */
 int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx)
 {
@@ -250,21 +274,30 @@ int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, un
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/* Wake-up sockets are pathname sockets in a per-uid 0700 directory
+ * (shim_wake_dir_check): the kernel then lets only our uid (and root)
+ * send to them.  Abstract names, used before, accept anyone's datagram. */
+void shim_name_wake_dir(char *buf, size_t len, uint32_t uid)
+{
+	snprintf(buf, len, "/dev/shm/opx.%u.wake", uid);
+}
+
 void shim_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
 		    unsigned int ctx, uint32_t nonce)
 {
+	char dir[SHIM_NAME_MAX];
 	int n;
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	/* abstract namespace: leading NUL, no file to clean up after a crash */
-	n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "opx.%u.%u.%u.%08x", uid, unit,
-		     ctx, nonce);
+	shim_name_wake_dir(dir, sizeof(dir), uid);
+	/* at most 22 + 1 + 3 + 1 + 5 + 1 + 8 bytes: always fits sun_path */
+	n = snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/%u.%u.%08x", dir, unit, ctx, nonce);
 	if (n < 0)
 		n = 0;
-	if ((size_t)n > sizeof(sun->sun_path) - 2)
-		n = (int)sizeof(sun->sun_path) - 2;
-	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	if ((size_t)n > sizeof(sun->sun_path) - 1)
+		n = (int)sizeof(sun->sun_path) - 1;
+	*len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
 }
 
 /* ---------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
 
@@ -44,6 +45,11 @@ struct shim_dev {
 	bool numa_ok;
 	int wake_fd; /* unbound datagram socket used to wake sleeping peers */
 	_Atomic uint64_t stale_reclaimed; /* abandoned segments unlinked */
+	/* Where the next context-number search starts, per unit: random at
+	 * open, then just past the last number taken, so n opens probe O(n)
+	 * names in all instead of O(n^2). */
+	_Atomic uint32_t ctx_next[SHIM_MAX_UNITS];
+	_Atomic uint64_t names_squatted; /* names skipped: owned by another uid */
 };
 
 /* Receive context.  struct shim_rx MUST stay first: shim_ctx_rx() and
@@ -53,7 +59,10 @@ struct shim_ctx {
 	struct shim_dev *dev;
 	void *map;
 	size_t map_len;
-	int sock_fd; /* bound to the abstract wake-up name */
+	int sock_fd; /* bound to the wake-up path (shim_name_wake) */
+	int seg_fd;  /* holds the OFD lock that says "owner alive" */
+	pid_t owner; /* creating process: only it retires the context */
+	bool sock_bound;
 	uint32_t nonce;
 	uint32_t hdrq_cnt;
 	uint32_t egr_blocks;
@@ -116,10 +125,32 @@ struct shim_peer_priv {
 	struct shim_dev *dev;
 	struct sockaddr_un wake_addr;
 	socklen_t wake_len;
+	int seg_fd;       /* kept open for the liveness lock test */
+	bool owner_lock;  /* the context's owner holds SHIM_CTL_F_OWNER_LOCK */
 };
+
+/* Trust on a shared host (shim_trust.c).  Everything opx opens in
+ * /dev/shm goes through these: never through a symlink, never a file
+ * another uid owns, and liveness from a lock rather than a pid. */
+void shim_warn(const struct shim_dev *dev, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Open an existing segment read-write without following a symlink and
+ * check it: a regular file of our euid, mode 0600.  fd or -errno
+ * (-EACCES for a file that is not ours). */
+int shim_seg_open_checked(const char *name, struct stat *st);
+int shim_seg_check(int fd, struct stat *st);
+/* The owner's liveness lock: take it without waiting (0, -EAGAIN when
+ * held through another open file, -errno), or test it without taking it
+ * (1 held elsewhere, 0 free, -errno). */
+int shim_seg_lock(int fd);
+int shim_seg_lock_probe(int fd);
+/* The per-uid 0700 directory holding wake-up sockets: created if
+ * missing, refused (-EACCES) if a symlink, not a directory, or not ours. */
+int shim_wake_dir_check(uint32_t uid);
 
 /* Names shared by the context owner and its peers (shim_dev.c). */
 int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx);
+void shim_name_wake_dir(char *buf, size_t len, uint32_t uid);
 void shim_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
 		    unsigned int ctx, uint32_t nonce);
 

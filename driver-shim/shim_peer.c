@@ -27,7 +27,7 @@ static bool shim_pow2(uint64_t v)
 /* Check the identity and geometry of a mapped control block; map_len is
  * the size actually mapped. */
 static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
-			       const struct shim_addr *addr)
+			       const struct shim_addr *addr, uint16_t jkey)
 {
 	uint64_t hdrq_end, egr_end;
 
@@ -39,6 +39,8 @@ static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
 		return -ESTALE; /* the number was reused by another context */
 	if (ctl->ctx != addr->ctx || ctl->unit != addr->unit)
 		return -EPROTO;
+	if (ctl->jkey != jkey)
+		return -EACCES; /* another job: refused before the first packet */
 	if (!shim_pow2(ctl->hdrq_cnt) || ctl->hdrq_cnt < 64 || ctl->hdrq_cnt > 65536 ||
 	    !shim_pow2(ctl->egr_blocks) || ctl->egr_blocks > SHIM_RHF_EGRIDX_MASK + 1u ||
 	    ctl->mtu < SHIM_BLOCK || ctl->mtu > SHIM_MTU_MAX || ctl->mtu % SHIM_BLOCK)
@@ -67,16 +69,15 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 		return -EHOSTUNREACH; /* the udp wire will take these */
 	if (addr->unit >= SHIM_MAX_UNITS || addr->ctx >= SHIM_MAX_CTXTS)
 		return -EINVAL;
+	if (addr->uid != (uint32_t)geteuid())
+		return -EACCES; /* the trust boundary is the uid */
 	ret = shim_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
 	if (ret)
 		return ret;
-	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	/* no symlink, a regular file of ours, 0600: checked on the fd */
+	fd = shim_seg_open_checked(name, &st);
 	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		ret = -errno;
-		goto err_close;
-	}
+		return fd;
 	if (st.st_size == 0) {
 		ret = -EAGAIN; /* created but not sized yet */
 		goto err_close;
@@ -86,13 +87,16 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 		goto err_close;
 	}
 	len = (size_t)st.st_size;
-	ctl = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* Read-only until the control block checks out: a look-alike is
+	 * never mapped writable. */
+	ctl = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 	if (ctl == MAP_FAILED) {
 		ret = -errno;
 		goto err_close;
 	}
-	close(fd);
-	ret = shim_peer_ctl_check(ctl, len, addr);
+	ret = shim_peer_ctl_check(ctl, len, addr, dev->params.jkey);
+	if (!ret && mprotect(ctl, len, PROT_READ | PROT_WRITE) < 0)
+		ret = -errno;
 	if (ret)
 		goto err_unmap;
 
@@ -102,6 +106,8 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 		goto err_unmap;
 	}
 	pp->dev = dev;
+	pp->seg_fd = fd;
+	pp->owner_lock = ctl->flags & SHIM_CTL_F_OWNER_LOCK;
 	shim_name_wake(&pp->wake_addr, &pp->wake_len, addr->uid, addr->unit, addr->ctx,
 		       addr->nonce);
 	p = &pp->pub;
@@ -126,7 +132,6 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 
 err_unmap:
 	munmap(ctl, len);
-	return ret;
 err_close:
 	close(fd);
 	return ret;
@@ -144,11 +149,13 @@ void shim_peer_close(struct shim_peer *peer)
 		return;
 	pp = (struct shim_peer_priv *)peer;
 	munmap(peer->ctl, peer->map_len);
+	close(pp->seg_fd);
 	free(pp);
 }
 
 bool shim_peer_alive(const struct shim_peer *peer)
 {
+	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
 	const struct shim_rcv_ctl *ctl;
 
 	if (!peer)
@@ -157,7 +164,49 @@ bool shim_peer_alive(const struct shim_peer *peer)
 	/* a context closed by its owner will never be drained again */
 	if (!atomic_load_explicit(&ctl->ready, memory_order_acquire))
 		return false;
-	return !shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start);
+	/* The owner's lock on the segment, which the kernel drops when it
+	 * dies: no pid involved, so PID namespaces cannot fool it.  An
+	 * error means we cannot tell: alive. */
+	if (pp->owner_lock)
+		return shim_seg_lock_probe(pp->seg_fd) != 0;
+	return !shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start); /* older shim */
+}
+
+int shim_peer_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t *jkey,
+		   uint8_t *src)
+{
+	char name[SHIM_NAME_MAX];
+	const struct shim_rcv_ctl *ctl;
+	struct stat st;
+	int fd, ret = 0;
+
+	if (!dev || !addr || !jkey || !src || addr->unit >= SHIM_MAX_UNITS ||
+	    addr->ctx >= SHIM_MAX_CTXTS)
+		return -EINVAL;
+	if (addr->uid != (uint32_t)geteuid())
+		return -EACCES;
+	ret = shim_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
+	if (ret)
+		return ret;
+	fd = shim_seg_open_checked(name, &st);
+	if (fd < 0)
+		return fd;
+	if ((size_t)st.st_size < sizeof(*ctl)) {
+		close(fd);
+		return -EPROTO;
+	}
+	ctl = mmap(NULL, sizeof(*ctl), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (ctl == MAP_FAILED)
+		return -errno;
+	if (ctl->magic != SHIM_CTL_MAGIC || ctl->nonce != addr->nonce) {
+		ret = ctl->magic != SHIM_CTL_MAGIC ? -EPROTO : -ESTALE;
+	} else {
+		*jkey = ctl->jkey;
+		*src = ctl->jkey_src;
+	}
+	munmap((void *)ctl, sizeof(*ctl));
+	return ret;
 }
 
 void shim_peer_wake(struct shim_peer *peer)

@@ -73,7 +73,8 @@ struct opx_params {
 	size_t eager_max;     /* FI_OPX_EAGER_MAX: largest (multi-packet) eager message */
 	size_t max_msg_size;  /* advertised: rendezvous has no limit of its own */
 	size_t ux_max_bytes;  /* FI_OPX_UX_MAX_BYTES: unexpected payload bound per endpoint */
-	int jkey;             /* FI_OPX_JKEY (-1: derived from uid) */
+	int jkey;             /* FI_OPX_JKEY, else from the job identity (opx_jkey_src) */
+	int jkey_src;         /* OPX_JKEY_SRC_*: where jkey came from */
 	int spin_count;       /* FI_OPX_SPIN_COUNT: empty polls before yielding */
 	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
 	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
@@ -81,6 +82,21 @@ struct opx_params {
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 };
 extern struct opx_params opx_env;
+
+/* Where the job key came from, in order of precedence.  Peers must share
+ * it: a sender refuses (-FI_EACCES) a receiver with another key. */
+enum opx_jkey_src {
+	OPX_JKEY_SRC_UID = 0, /* last resort: the same for every job of a user */
+	OPX_JKEY_SRC_JKEY,    /* FI_OPX_JKEY */
+	OPX_JKEY_SRC_UUID,    /* FI_OPX_UUID */
+	OPX_JKEY_SRC_PMIX,    /* PMIX_NAMESPACE (Open MPI, srun --mpi=pmix) */
+	OPX_JKEY_SRC_ORTE,    /* OMPI_MCA_orte_ess_jobid */
+	OPX_JKEY_SRC_OMPI,    /* OMPI_MCA_ess_base_jobid */
+	OPX_JKEY_SRC_HYDRA,   /* I_MPI_HYDRA_UUID (Intel MPI, MPICH hydra) */
+	OPX_JKEY_SRC_SLURM,   /* SLURM_JOB_ID[.SLURM_STEP_ID] */
+	OPX_JKEY_SRC_COUNT
+};
+const char *opx_jkey_src_name(int src);
 
 /* Open the shim device with opx_env's parameters (-FI_E*). */
 int opx_dev_open(struct shim_dev **devp);

@@ -54,7 +54,7 @@
 #include <rdma/hfi/hfi1_user.h>
 
 #define SHIM_ABI_MAJOR 1
-#define SHIM_ABI_MINOR 1 /* 1: shim_rcv_ctl.rx_eager_max, rx_flags */
+#define SHIM_ABI_MINOR 1 /* 1: ctl->flags, jkey_src, rx_eager_max, rx_flags */
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
 #define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
@@ -71,7 +71,10 @@
 #define SHIM_HDRQ_CNT_DEFAULT 1024u /* entries, power of two */
 #define SHIM_EGR_BYTES_DEFAULT (256u << 10)
 #define SHIM_MAX_UNITS 8u
-#define SHIM_MAX_CTXTS 256u         /* receive contexts per unit */
+/* Receive contexts per unit: 256 ranks of one job on a 2-socket node
+ * must fit with room to spare; names are probed from a per-process
+ * cursor, so opening is O(1) expected, not a scan from 0. */
+#define SHIM_MAX_CTXTS 1024u
 
 /* ---------------------------------------------------------------------
  * Packet header: 56 bytes written by the sender.  The shim reads only
@@ -148,7 +151,9 @@ struct shim_rcv_ctl {
 	uint16_t ctx;
 	uint16_t unit;
 	_Atomic uint32_t ready;
-	uint32_t rsvd0;
+	uint16_t flags;       /* SHIM_CTL_F_* */
+	uint8_t jkey_src;     /* where jkey came from (set by the provider, diagnostics) */
+	uint8_t rsvd0;
 	/* Receiver's limits, written by the owning provider before it gives
 	 * its address out (0: not advertised; senders then use their own):
 	 * the largest message it accepts as (multi-packet) eager, and
@@ -176,6 +181,12 @@ static_assert(sizeof(struct shim_rcv_ctl) == 384, "ctl layout");
 
 /* shim_rcv_ctl.rx_flags */
 #define SHIM_RXF_CSUM (1u << 0) /* receiver wants payload checksums */
+
+/* ctl->flags.  OWNER_LOCK: the owner holds an OFD write lock on the whole
+ * segment for as long as it lives; the kernel drops it when the owner
+ * dies, so "can the lock be taken" is the liveness test, valid across PID
+ * namespaces.  Segments without it (older minors) fall back to pids. */
+#define SHIM_CTL_F_OWNER_LOCK 0x1u
 
 /* ---------------------------------------------------------------------
  * Endpoint address: what fi_getname returns.  It already carries what the
@@ -213,6 +224,10 @@ struct shim_dev_params {
 	uint32_t hdrq_cnt;  /* header queue entries, power of two */
 	uint32_t egr_bytes; /* eager ring bytes, power of two */
 	uint16_t jkey;      /* job key */
+	uint8_t jkey_src;   /* opaque to the shim: where jkey came from */
+	/* Optional: receives one line per event a user should hear about
+	 * (squatted names, unsafe directories).  The shim has no logger. */
+	void (*warn)(const char *msg);
 };
 
 struct shim_dev;  /* opaque: process-wide device handle */
@@ -291,10 +306,18 @@ void shim_ctx_sleep_disarm(struct shim_ctx *ctx);
 /* Peers: map a remote receive context for sending. -ENOENT when there is
  * no such context, -ESTALE when its nonce differs (reused context),
  * -EPROTO on ABI mismatch, -EHOSTUNREACH for another host (no udp wire
- * yet). */
+ * yet), -EACCES when the segment is not ours (owner, mode, symlink) or
+ * its job key differs from the device's. */
 int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp);
+/* The job key (and its opaque source byte) of the context addr names,
+ * read after the same owner and mode checks as shim_peer_open(): for the
+ * warning that names both keys when shim_peer_open() said -EACCES. */
+int shim_peer_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t *jkey,
+		   uint8_t *src);
 void shim_peer_close(struct shim_peer *peer);
-bool shim_peer_alive(const struct shim_peer *peer); /* owner still running */
+/* Owner still running: a lock test on the segment (one syscall, no pid),
+ * cheap enough for every few ms of idle progress, never per packet. */
+bool shim_peer_alive(const struct shim_peer *peer);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 
 /* Error mapping from the shim's -errno to strings for logs. */

@@ -16,10 +16,12 @@
  * Locking: every API entry point takes domain->lock; the _locked helpers
  * are called by the endpoint with it held.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "opx.h"
 
@@ -421,6 +423,29 @@ static struct fi_ops_av opx_av_ops = {
 /* ---------------------------------------------------------------------
  * Send path.
  */
+/* A peer refused before the first packet: another job (job key) or not
+ * ours (uid, owner, mode).  Name both keys and where each came from. */
+static void opx_av_warn_refused(struct opx_av *av, fi_addr_t addr, const struct shim_addr *a)
+{
+	uint16_t key = 0;
+	uint8_t src = 0;
+
+	if (shim_peer_jkey(av->domain->fabric->dev, a, &key, &src) == 0 &&
+	    key != (uint16_t)opx_env.jkey) {
+		OPX_WARN(FI_LOG_AV,
+			 "fi_addr %" PRIu64 " (lid %u ctx %u) belongs to another job: its job key "
+			 "0x%04x (from %s) differs from ours 0x%04x (from %s); set the same "
+			 "FI_OPX_UUID on both sides if they are one job\n",
+			 addr, a->lid, a->ctx, key, opx_jkey_src_name(src),
+			 (unsigned int)opx_env.jkey, opx_jkey_src_name(opx_env.jkey_src));
+		return;
+	}
+	OPX_WARN(FI_LOG_AV,
+		 "fi_addr %" PRIu64 " (lid %u ctx %u, uid %u) refused: its receive context is not "
+		 "a 0600 file owned by our uid %u\n",
+		 addr, a->lid, a->ctx, a->uid, (unsigned int)geteuid());
+}
+
 static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer)
 {
 	struct opx_av_entry *e;
@@ -430,6 +455,11 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 		return -FI_EINVAL;
 	e = &av->table[addr];
 	ret = shim_peer_open(av->domain->fabric->dev, &e->addr, &e->peer);
+	if (ret == -EACCES) {
+		e->peer = NULL;
+		opx_av_warn_refused(av, addr, &e->addr);
+		return -FI_EACCES;
+	}
 	if (ret) {
 		e->peer = NULL;
 		OPX_WARN(FI_LOG_AV, "cannot reach fi_addr %" PRIu64 " (lid %u ctx %u): %s\n", addr,

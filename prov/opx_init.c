@@ -118,9 +118,15 @@ static void opx_params_define(void)
 			"Bound on unexpected message payload buffered per endpoint (default: %zu)",
 			OPX_DEF_UX_MAX_BYTES);
 	fi_param_define(&opx_prov, "JKEY", FI_PARAM_INT,
-			"Job key 1..65535 that peers must share; -1 derives it from the uid "
-			"(default: %d)",
+			"Job key 1..65535 that peers must share; -1 derives it from FI_OPX_UUID, "
+			"else the launcher's job id, else the uid (default: %d)",
 			OPX_DEF_JKEY);
+	fi_param_define(&opx_prov, "UUID", FI_PARAM_STRING,
+			"Job identity: only processes with the same job key talk to each other "
+			"(a sender gets -FI_EACCES otherwise).  Unset: the launcher's job id "
+			"(PMIX_NAMESPACE, OMPI_MCA_orte_ess_jobid, OMPI_MCA_ess_base_jobid, "
+			"I_MPI_HYDRA_UUID, SLURM_JOB_ID.SLURM_STEP_ID, first found), else one "
+			"key per uid, so processes started by hand still meet (default: unset)");
 	fi_param_define(&opx_prov, "SPIN_COUNT", FI_PARAM_INT,
 			"Empty polls before a blocking wait yields, >= 0 (default: %d)",
 			OPX_DEF_SPIN_COUNT);
@@ -257,13 +263,75 @@ static void opx_param_bool(const char *name, bool *val)
 			 opx_param_raw(name), *val);
 }
 
-/* The job key keeps jobs of different users from talking to each other's
- * contexts by accident; deriving it from the uid makes that the default
- * without any setup.  Zero is reserved (it reads as "unset" on the wire). */
-static int opx_jkey_derive(void)
-{
-	int k = (int)((getuid() & 0xffffu) ^ 0x5a5au);
+/* The job key keeps jobs apart: two jobs of one user must not deliver
+ * into each other's receives.  Like OPX it comes from the job's identity:
+ * FI_OPX_UUID, else the launcher's job id (every rank of one launch sees
+ * the same one), else the uid, which is what processes started by hand
+ * share.  PMIx namespaces come before SLURM_JOB_ID: two mpiruns inside
+ * one allocation share the job id but not the namespace.  Zero is
+ * reserved (it reads as "unset" on the wire). */
+static const char *const opx_jkey_src_names[OPX_JKEY_SRC_COUNT] = {
+	[OPX_JKEY_SRC_UID] = "uid",
+	[OPX_JKEY_SRC_JKEY] = "FI_OPX_JKEY",
+	[OPX_JKEY_SRC_UUID] = "FI_OPX_UUID",
+	[OPX_JKEY_SRC_PMIX] = "PMIX_NAMESPACE",
+	[OPX_JKEY_SRC_ORTE] = "OMPI_MCA_orte_ess_jobid",
+	[OPX_JKEY_SRC_OMPI] = "OMPI_MCA_ess_base_jobid",
+	[OPX_JKEY_SRC_HYDRA] = "I_MPI_HYDRA_UUID",
+	[OPX_JKEY_SRC_SLURM] = "SLURM_JOB_ID",
+};
 
+const char *opx_jkey_src_name(int src)
+{
+	return src >= 0 && src < OPX_JKEY_SRC_COUNT ? opx_jkey_src_names[src] : "unknown";
+}
+
+static int opx_jkey_hash(const char *id, const char *id2)
+{
+	uint32_t h = 0x811c9dc5u; /* FNV-1a */
+
+	for (const char *p = id; *p; p++)
+		h = (h ^ (uint8_t)*p) * 0x01000193u;
+	if (id2) {
+		h = (h ^ '.') * 0x01000193u;
+		for (const char *p = id2; *p; p++)
+			h = (h ^ (uint8_t)*p) * 0x01000193u;
+	}
+	h = (h ^ (h >> 16)) & 0xffffu;
+	return h ? (int)h : 1;
+}
+
+static int opx_jkey_derive(int *src)
+{
+	static const struct {
+		const char *var;
+		int src;
+	} launchers[] = {
+		{"PMIX_NAMESPACE", OPX_JKEY_SRC_PMIX},
+		{"OMPI_MCA_orte_ess_jobid", OPX_JKEY_SRC_ORTE},
+		{"OMPI_MCA_ess_base_jobid", OPX_JKEY_SRC_OMPI},
+		{"I_MPI_HYDRA_UUID", OPX_JKEY_SRC_HYDRA},
+		{"SLURM_JOB_ID", OPX_JKEY_SRC_SLURM},
+	};
+	char *uuid = NULL;
+	int k;
+
+	if (fi_param_get_str(&opx_prov, "UUID", &uuid) == 0 && uuid && *uuid) {
+		*src = OPX_JKEY_SRC_UUID;
+		return opx_jkey_hash(uuid, NULL);
+	}
+	for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]); i++) {
+		const char *id = getenv(launchers[i].var);
+
+		if (!id || !*id)
+			continue;
+		*src = launchers[i].src;
+		return opx_jkey_hash(id, launchers[i].src == OPX_JKEY_SRC_SLURM
+						 ? getenv("SLURM_STEP_ID")
+						 : NULL);
+	}
+	*src = OPX_JKEY_SRC_UID;
+	k = (int)((getuid() & 0xffffu) ^ 0x5a5au);
 	return k ? k : 0x5a5a;
 }
 
@@ -302,8 +370,11 @@ static void opx_params_load(void)
 		OPX_WARN(FI_LOG_CORE, "FI_OPX_JKEY=0 is reserved, deriving one from the uid\n");
 		p->jkey = -1;
 	}
+	p->jkey_src = OPX_JKEY_SRC_JKEY;
 	if (p->jkey < 0)
-		p->jkey = opx_jkey_derive();
+		p->jkey = opx_jkey_derive(&p->jkey_src);
+	OPX_INFO(FI_LOG_CORE, "job key 0x%04x from %s\n", (unsigned int)p->jkey,
+		 opx_jkey_src_name(p->jkey_src));
 	opx_param_int("SPIN_COUNT", &p->spin_count, 0, 1 << 30);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
@@ -457,6 +528,13 @@ static struct fi_ops_fabric opx_fabric_ops = {
 	.trywait = opx_trywait,
 };
 
+/* The shim has no logger of its own: what a user must hear about (names
+ * squatted by another user, an unusable wake-up directory) comes here. */
+static void opx_shim_warn(const char *msg)
+{
+	OPX_WARN(FI_LOG_CORE, "%s\n", msg);
+}
+
 /* Device parameters as the shim wants them, from the validated opx_env. */
 static void opx_dev_params(struct shim_dev_params *dp)
 {
@@ -467,6 +545,8 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	dp->hdrq_cnt = (uint32_t)opx_env.hdrq_entries;
 	dp->egr_bytes = (uint32_t)opx_env.eager_bytes;
 	dp->jkey = (uint16_t)opx_env.jkey;
+	dp->jkey_src = (uint8_t)opx_env.jkey_src;
+	dp->warn = opx_shim_warn;
 }
 
 /* Open the process-wide device with opx_env's parameters.  Shared with

@@ -205,6 +205,13 @@ static void t_pair_close(struct t_pair *t)
 	shim_dev_close(t->dev);
 }
 
+/* Where the next context-number search on T_UNIT starts (normally
+ * random per process, then just past the last number taken). */
+static void t_cursor(struct shim_dev *dev, unsigned int n)
+{
+	atomic_store(&dev->ctx_next[T_UNIT], n % SHIM_MAX_CTXTS);
+}
+
 static bool t_seg_exists(unsigned int unit, unsigned int ctx)
 {
 	char name[SHIM_NAME_MAX];
@@ -726,10 +733,12 @@ static void test_ctx_assign(void **state)
 	assert_false(t_seg_exists(T_UNIT, aa.ctx));
 	errno = 0;
 	assert_true(shm_open(name, O_RDONLY, 0) < 0 && errno == ENOENT);
-	/* the lowest free number is handed out again */
+	/* a freed number is handed out again when the search reaches it */
+	uint16_t freed = aa.ctx;
+	t_cursor(dev, freed);
 	assert_int_equal(shim_ctx_open(dev, T_UNIT, &a, NULL, NULL), 0);
 	shim_ctx_addr(a, &aa);
-	assert_true(aa.ctx < ba.ctx);
+	assert_int_equal(aa.ctx, freed);
 	shim_ctx_close(a);
 	shim_ctx_close(b);
 	assert_false(t_seg_exists(T_UNIT, ba.ctx));
@@ -803,6 +812,7 @@ static void test_ctx_stale_owner(void **state)
 	shim_peer_close(peer);
 
 	reclaimed = atomic_load(&dev->stale_reclaimed);
+	t_cursor(dev, dead.ctx);
 	assert_int_equal(shim_ctx_open(dev, T_UNIT, &c, NULL, NULL), 0);
 	shim_ctx_addr(c, &mine);
 	assert_int_equal(mine.ctx, dead.ctx); /* reclaimed, not skipped */
@@ -827,11 +837,12 @@ static void test_ctx_stale_garbage(void **state)
 	int fd;
 
 	(void)state;
-	/* find the lowest free number */
+	/* find a free number */
 	assert_int_equal(shim_ctx_open(dev, T_UNIT, &c, NULL, NULL), 0);
 	shim_ctx_addr(c, &a);
 	n = a.ctx;
 	shim_ctx_close(c);
+	t_cursor(dev, n);
 	shim_name_segment(name, sizeof(name), (uint32_t)getuid(), T_UNIT, n);
 
 	/* young garbage: skipped */
@@ -851,6 +862,7 @@ static void test_ctx_stale_garbage(void **state)
 	ts[1] = ts[0];
 	assert_int_equal(futimens(fd, ts), 0);
 	close(fd);
+	t_cursor(dev, n);
 	assert_int_equal(shim_ctx_open(dev, T_UNIT, &c, NULL, NULL), 0);
 	shim_ctx_addr(c, &a);
 	assert_int_equal(a.ctx, n);
@@ -872,6 +884,7 @@ static void test_ctx_stale_garbage(void **state)
 	ctl->magic = SHIM_CTL_MAGIC;
 	munmap(ctl, sizeof(*ctl));
 	close(fd);
+	t_cursor(dev, n);
 	assert_int_equal(shim_ctx_open(dev, T_UNIT, &c, NULL, NULL), 0);
 	shim_ctx_addr(c, &a);
 	assert_int_equal(a.ctx, n);
