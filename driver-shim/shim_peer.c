@@ -48,6 +48,10 @@ static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
 	if (ctl->hdrq_off < sizeof(*ctl) || ctl->hdrq_off % SHIM_BLOCK || ctl->egr_off % SHIM_BLOCK ||
 	    hdrq_end > ctl->egr_off || egr_end > ctl->seg_size || ctl->seg_size > map_len)
 		return -EPROTO;
+	if (ctl->claim_cnt == 0 || ctl->claim_cnt > SHIM_CLAIM_SLOTS || ctl->claim_off % SHIM_BLOCK ||
+	    ctl->claim_off < egr_end ||
+	    ctl->claim_off + (uint64_t)ctl->claim_cnt * sizeof(struct shim_claim) > ctl->seg_size)
+		return -EPROTO;
 	return 0;
 }
 
@@ -91,7 +95,6 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 		ret = -errno;
 		goto err_close;
 	}
-	close(fd);
 	ret = shim_peer_ctl_check(ctl, len, addr);
 	if (ret)
 		goto err_unmap;
@@ -102,6 +105,13 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 		goto err_unmap;
 	}
 	pp->dev = dev;
+	pp->pub.ctl = ctl;
+	/* the fd stays open: it holds the lock of our claim slot */
+	ret = shim_claim_register(pp, fd);
+	if (ret) {
+		free(pp);
+		goto err_unmap;
+	}
 	shim_name_wake(&pp->wake_addr, &pp->wake_len, addr->uid, addr->unit, addr->ctx,
 		       addr->nonce);
 	p = &pp->pub;
@@ -120,13 +130,12 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 	p->ctx = ctl->ctx;
 	p->addr = *addr;
 	p->map_len = len;
-	p->refcnt = 1;
+	atomic_init(&p->refcnt, 1);
 	*peerp = p;
 	return 0;
 
 err_unmap:
 	munmap(ctl, len);
-	return ret;
 err_close:
 	close(fd);
 	return ret;
@@ -138,13 +147,21 @@ void shim_peer_close(struct shim_peer *peer)
 
 	if (!peer)
 		return;
-	/* Shared peers (several AV entries naming one context) take extra
-	 * references by incrementing refcnt under their lock. */
-	if (--peer->refcnt > 0)
+	/* Shared peers (several AV entries naming one context, rendezvous
+	 * still in flight) hold references taken with shim_peer_get(). */
+	if (atomic_fetch_sub_explicit(&peer->refcnt, 1, memory_order_acq_rel) > 1)
 		return;
 	pp = (struct shim_peer_priv *)peer;
+	shim_claim_unregister(pp);
 	munmap(peer->ctl, peer->map_len);
 	free(pp);
+}
+
+struct shim_peer *shim_peer_get(struct shim_peer *peer)
+{
+	if (peer)
+		atomic_fetch_add_explicit(&peer->refcnt, 1, memory_order_relaxed);
+	return peer;
 }
 
 bool shim_peer_alive(const struct shim_peer *peer)
@@ -201,6 +218,8 @@ const char *shim_strerror(int err)
 		return "permission denied";
 	case ENAMETOOLONG:
 		return "name too long";
+	case EUSERS:
+		return "receive context has no free sender slot";
 	default:
 		return "unknown shim error";
 	}

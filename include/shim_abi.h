@@ -36,6 +36,25 @@
  * the entry and its payload, then stores seq = position + 1 with release
  * order; the consumer polls the seq of the entry at its head with acquire
  * order and never reads the tail.
+ *
+ * A producer that dies between its reservation and its publish leaves a
+ * hole at the consumer's head that nobody will ever fill.  So every
+ * sender first registers a claim slot in the receiver's claim table (end
+ * of the segment) and holds an open-file-description lock on one byte
+ * of the segment for that slot: the kernel drops the lock when the
+ * sender dies, whatever its pid namespace.  Before each compare-and-swap
+ * the sender writes its intent (the tail it read, its entry and block
+ * counts) into its own slot; the CAS has release order, so a consumer
+ * that reads a tail beyond the hole with acquire order also reads the
+ * intent of whoever claimed the hole.  When the head stays unpublished
+ * past a grace period (shim_rx_recover(), slow path), the consumer looks
+ * for the claims that cover the head: if one belongs to a live sender it
+ * keeps waiting; if only dead ones do, it publishes the rest of the dead
+ * reservation itself as SHIM_RHF_ERR_DEAD entries, the last one carrying
+ * the reservation's eager blocks, so the credits return through the
+ * ordinary release path.  Per-sender rings would avoid the CAS too but
+ * make the consumer poll every sender; see the README for the measured
+ * cost of the CAS that decided against them.
  */
 #ifndef SHIM_ABI_H
 #define SHIM_ABI_H
@@ -53,7 +72,7 @@
 #include <rdma/hfi/hfi1_ioctl.h>
 #include <rdma/hfi/hfi1_user.h>
 
-#define SHIM_ABI_MAJOR 1
+#define SHIM_ABI_MAJOR 2 /* 2: claim table (dead-sender recovery) */
 #define SHIM_ABI_MINOR 0
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
@@ -72,6 +91,7 @@
 #define SHIM_EGR_BYTES_DEFAULT (256u << 10)
 #define SHIM_MAX_UNITS 8u
 #define SHIM_MAX_CTXTS 256u         /* receive contexts per unit */
+#define SHIM_CLAIM_SLOTS 512u       /* senders per receive context */
 
 /* ---------------------------------------------------------------------
  * Packet header: 56 bytes written by the sender.  The shim reads only
@@ -114,6 +134,9 @@ static_assert(sizeof(struct shim_pkt_hdr) == 56, "shim_pkt_hdr is 56 bytes");
 #define SHIM_RHF_ERR_MASK 0x3fu
 #define SHIM_RHF_ERR_LEN (1u << 24)   /* length inconsistent with header */
 #define SHIM_RHF_ERR_CRC (1u << 25)   /* wire checksum failed */
+#define SHIM_RHF_ERR_DEAD (1u << 26)  /* hole of a dead sender, filled by the
+					 consumer: no header; when SHIM_RHF_EGR is
+					 set, paylen covers the dead eager blocks */
 #define SHIM_RHF_TID (1u << 30)       /* expected receive: place at a TID offset */
 #define SHIM_RHF_EGR (1u << 31)
 
@@ -149,6 +172,9 @@ struct shim_rcv_ctl {
 	uint16_t unit;
 	_Atomic uint32_t ready;
 	uint32_t rsvd0;
+	uint64_t claim_off;   /* claim table: claim_cnt x struct shim_claim */
+	uint32_t claim_cnt;
+	uint32_t rsvd1;
 
 	/* producers: any sender, compare-and-swap only */
 	alignas(64) _Atomic uint64_t tail; /* hi32 eager tail, lo32 hdr tail */
@@ -164,9 +190,23 @@ struct shim_rcv_ctl {
 	alignas(64) _Atomic uint64_t rx_pkts;
 	_Atomic uint64_t rx_dropped;  /* failed validation */
 	_Atomic uint64_t tx_nocredit; /* reservations refused (producers) */
+	_Atomic uint64_t holes_skipped; /* entries of dead senders skipped (owner) */
 };
 static_assert(offsetof(struct shim_rcv_ctl, tail) == 128, "ctl layout");
 static_assert(sizeof(struct shim_rcv_ctl) == 384, "ctl layout");
+
+/* One sender's claim slot, one cache line, written by that sender only
+ * (state also by a sender taking over a dead holder's slot).  The
+ * holder keeps an OFD write lock on byte claim_off + slot * 64 of the
+ * segment for as long as it is registered. */
+struct shim_claim {
+	_Atomic uint32_t state;    /* bit 0: held; bits 1..31: generation */
+	uint32_t rsvd;
+	_Atomic uint64_t tail;     /* the ctl->tail value the reservation started from */
+	_Atomic uint64_t counts;   /* lo32 header entries, hi32 eager blocks */
+	uint8_t pad[40];
+};
+static_assert(sizeof(struct shim_claim) == 64, "claim slot is one cache line");
 
 /* ---------------------------------------------------------------------
  * Endpoint address: what fi_getname returns.  It already carries what the
@@ -244,7 +284,8 @@ struct shim_peer {
 	uint16_t rsvd;
 	struct shim_addr addr;
 	size_t map_len;
-	int refcnt;
+	_Atomic int refcnt;       /* shim_peer_get() / shim_peer_close() */
+	struct shim_claim *claim; /* our slot in the peer's claim table */
 };
 
 /* Result of a PIO reservation: npkts consecutive header entries starting
@@ -286,7 +327,17 @@ void shim_ctx_sleep_disarm(struct shim_ctx *ctx);
 int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp);
 void shim_peer_close(struct shim_peer *peer);
 bool shim_peer_alive(const struct shim_peer *peer); /* owner still running */
+/* Another reference to an open peer (several AV entries, in-flight
+ * rendezvous): every get is matched by one shim_peer_close(). */
+struct shim_peer *shim_peer_get(struct shim_peer *peer);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
+
+/* Receive-side recovery, slow path (call when polling finds nothing):
+ * if the head has been a hole for longer than a grace period and only
+ * dead senders' claims cover it, fill the dead reservation with
+ * SHIM_RHF_ERR_DEAD entries.  Returns the number of entries filled (the
+ * caller polls again), 0 when there is nothing to do yet. */
+int shim_rx_recover(struct shim_ctx *ctx);
 
 /* Error mapping from the shim's -errno to strings for logs. */
 const char *shim_strerror(int err);
@@ -335,7 +386,11 @@ static inline int shim_pio_reserve(struct shim_peer *p, uint32_t npkts, uint32_t
 			continue;
 		}
 		uint64_t nv = ((uint64_t)(nblk ? start + nblk : et) << 32) | (uint32_t)(ht + npkts);
-		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acquire,
+		/* intent first, published by the CAS's release (see the top) */
+		atomic_store_explicit(&p->claim->tail, old, memory_order_relaxed);
+		atomic_store_explicit(&p->claim->counts, ((uint64_t)nblk << 32) | npkts,
+				      memory_order_relaxed);
+		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acq_rel,
 							  memory_order_relaxed)) {
 			r->hdr_pos = ht;
 			r->npkts = npkts;

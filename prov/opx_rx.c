@@ -246,6 +246,10 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 				     h->dctx != rx->ctx || (h->flags & ~OPX_PF_MASK) ||
 				     h->paylen > rx->mtu,
 			     0)) {
+		/* a dead sender's hole, filled by the shim: a multi-packet
+		 * message in progress was its, and will never finish */
+		if ((e->rhf & SHIM_RHF_ERR_DEAD) && ep->mp.active)
+			opx_mp_abort(ep);
 		opx_rx_drop(ep, "bad header");
 		return 0;
 	}
@@ -285,6 +289,8 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 		ep->idle = 0;
 		if (ep->rndv_busy || ep->rndv_rx_busy)
 			opx_rndv_check_peers(ep);
+		if (shim_rx_recover(ep->shim) > 0)
+			return; /* a dead sender's hole was filled: poll again */
 		sched_yield();
 	}
 }
