@@ -344,6 +344,8 @@ static int opx_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count
 	for (size_t i = 0; i < count; i++) {
 		struct opx_av_entry *e = &av->table[fi_addr[i]];
 
+		/* drop the AV's reference: rendezvous still in flight with
+		 * this peer hold their own (shim_peer_get) */
 		if (e->peer) {
 			shim_peer_close(e->peer);
 			e->peer = NULL;

@@ -133,7 +133,7 @@ static void opx_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, 
 		OPX_WARN(FI_LOG_EP_DATA, "out of memory queuing a control packet\n");
 		return;
 	}
-	p->peer = peer;
+	p->peer = shim_peer_get(peer); /* the peer may leave the AV meanwhile */
 	p->op = op;
 	p->p0 = p0;
 	p->p1 = p1;
@@ -153,6 +153,7 @@ static void opx_ctl_retry(struct opx_ep *ep)
 		if (opx_ctl_try(ep, p->peer, p->op, p->p0, p->p1, p->payload, p->paylen) == -EAGAIN)
 			break;
 		opx_list_remove(&p->link);
+		shim_peer_close(p->peer);
 		free(p);
 	}
 }
@@ -189,6 +190,8 @@ static void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int er
 {
 	opx_ep_tx_report(ep, t->context, t->flags, t->len, err);
 	opx_list_remove(&t->link);
+	shim_peer_close(t->peer);
+	t->peer = NULL;
 	t->busy = false;
 	t->gen++;
 	t->next_free = ep->rndv_free;
@@ -218,7 +221,7 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	t->flags = flags;
 	t->len = len;
 	t->dest = dest;
-	t->peer = peer;
+	t->peer = shim_peer_get(peer); /* fi_av_remove must not unmap it under us */
 	t->iov_count = cnt;
 	for (size_t i = 0; i < cnt; i++)
 		t->iov[i] = iov[i];
@@ -457,7 +460,7 @@ static void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct op
 	ep->rndv_rx_free = x->next_free;
 	ep->rndv_rx_busy++;
 	x->busy = true;
-	x->peer = peer;
+	x->peer = shim_peer_get(peer);
 	x->err = 0;
 	x->req = req;
 	x->off = off;
@@ -559,6 +562,8 @@ static void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x)
 {
 	for (uint32_t i = 0; i < x->ntid; i++)
 		shim_tid_release(ep->shim, x->tid[i]);
+	shim_peer_close(x->peer);
+	x->peer = NULL;
 	ep->rndv_rx_busy--;
 	x->busy = false;
 	x->gen++;
@@ -782,8 +787,11 @@ void opx_rndv_fini(struct opx_ep *ep)
 
 	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
 	{
+		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
+
 		opx_list_remove(it);
-		free(OPX_CONTAINER_OF(it, struct opx_ctl_pend, link));
+		shim_peer_close(p->peer);
+		free(p);
 	}
 	opx_list_foreach_safe(&ep->cts_defer, it, tmp)
 	{
@@ -793,6 +801,13 @@ void opx_rndv_fini(struct opx_ep *ep)
 	if (ep->sdma)
 		shim_sdma_close(ep->sdma);
 	ep->sdma = NULL;
+	/* references of rendezvous that never finished */
+	for (size_t i = 0; ep->rndv && i < OPX_RNDV_SLOTS; i++) {
+		if (ep->rndv[i].busy)
+			shim_peer_close(ep->rndv[i].peer);
+		if (ep->rndv_rx[i].busy)
+			shim_peer_close(ep->rndv_rx[i].peer);
+	}
 	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
 		if (ep->anon[i])
 			shim_peer_close(ep->anon[i]);
