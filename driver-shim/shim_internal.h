@@ -132,6 +132,8 @@ struct shim_peer_priv {
 	socklen_t wake_len;
 	int seg_fd;          /* holds the OFD lock of our claim slot */
 	int claim_idx;       /* our slot in the peer's claim table */
+	pid_t owner_pid;     /* the owner as verified at open (CMA) ... */
+	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
 };
 
 /* Claim slots (shim_claim.c): register in the mapped peer's claim table

@@ -55,6 +55,35 @@ static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
 	return 0;
 }
 
+/* Snapshot the owner's identity once, in private memory, and only if the
+ * process with that pid really started when the control block says: the
+ * shared copy can change under us, a packet can say anything. */
+static void shim_peer_owner_record(struct shim_peer_priv *pp, const struct shim_rcv_ctl *ctl)
+{
+	pid_t pid = (pid_t)ctl->owner_pid;
+	uint64_t start = ctl->owner_start, now = 0;
+
+	pp->owner_pid = 0;
+	pp->owner_start = 0;
+	if (pid <= 0 || !start || shim_proc_starttime(pid, &now) || now != start)
+		return; /* gone, recycled, or in another pid namespace */
+	pp->owner_pid = pid;
+	pp->owner_start = start;
+}
+
+int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
+{
+	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
+	uint64_t now = 0;
+
+	if (!peer || !pid)
+		return -EINVAL;
+	if (!pp->owner_pid || shim_proc_starttime(pp->owner_pid, &now) || now != pp->owner_start)
+		return -ESRCH;
+	*pid = pp->owner_pid;
+	return 0;
+}
+
 int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp)
 {
 	char name[SHIM_NAME_MAX];
@@ -106,6 +135,7 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 	}
 	pp->dev = dev;
 	pp->pub.ctl = ctl;
+	shim_peer_owner_record(pp, ctl);
 	/* the fd stays open: it holds the lock of our claim slot */
 	ret = shim_claim_register(pp, fd);
 	if (ret) {

@@ -67,6 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <rdma/hfi/hfi1_ioctl.h>
@@ -330,6 +331,12 @@ bool shim_peer_alive(const struct shim_peer *peer); /* owner still running */
 /* Another reference to an open peer (several AV entries, in-flight
  * rendezvous): every get is matched by one shim_peer_close(). */
 struct shim_peer *shim_peer_get(struct shim_peer *peer);
+/* The process to use for Cross Memory Attach with the peer's owner: the
+ * pid recorded and verified (pid plus start time) when the peer was
+ * mapped, checked again now.  -ESRCH when it is gone or was never
+ * verifiable (another pid namespace).  Call it before and after a copy:
+ * a different answer after means the copy may have touched a stranger. */
+int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 
 /* Receive-side recovery, slow path (call when polling finds nothing):

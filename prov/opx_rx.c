@@ -206,9 +206,9 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		return -FI_EAGAIN;
 	src = opx_ep_src(ep, h->slid, h->sctx);
 	memcpy(&ux->rts, pay, sizeof(ux->rts));
-	if (ux->rts.iov_count > OPX_IOV_LIMIT) {
+	if (!opx_rndv_rts_ok(h, &ux->rts)) {
 		opx_ux_put(ep, ux);
-		opx_rx_drop(ep, "bad rendezvous iov count");
+		opx_rx_drop(ep, "bad rendezvous iovec or source");
 		return 0;
 	}
 	ux->rndv = true;
