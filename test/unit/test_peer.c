@@ -17,6 +17,7 @@
  * same time are not disturbed.  Every wait is bounded in time.
  */
 #include <errno.h>
+#include <linux/capability.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -885,8 +887,156 @@ static void test_forged_ctl(void **state)
 	free(vbuf);
 }
 
-int main(void)
+/* ---------------------------------------------------------------------
+ * Split copy refused by the receiver (item 4).  The receiver is a
+ * re-executed copy of this binary that made itself non-dumpable; the
+ * sender (this process) gives up CAP_SYS_PTRACE for the test, so its
+ * process_vm_writev into the receiver fails with EPERM even as root,
+ * while the receiver may still read from the sender.
+ */
+#define TP_SPLIT_CHILD "--split-rx-child"
+#define TP_SPLIT_LEN ((size_t)1 << 20)
+
+static int tp_cap_ptrace(bool on)
 {
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -errno;
+	if (on)
+		d[0].effective |= (d[0].permitted & (1u << CAP_SYS_PTRACE));
+	else
+		d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+/* The receiver: two messages of TP_SPLIT_LEN (the first proves CMA, the
+ * second is split), both must arrive intact.  Exit code 0 or the step
+ * that failed. */
+static int tp_split_child(int up, int down)
+{
+	struct fx_env e;
+	struct shim_addr me, peer;
+	size_t len = sizeof(me);
+	fi_addr_t from;
+	uint8_t *buf[2];
+	int done = 0;
+	uint64_t end;
+
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+		return 10;
+	if (fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED))
+		return 11;
+	if (fi_getname(&e.ep->fid, &me, &len) || write(up, &me, sizeof(me)) != (ssize_t)sizeof(me))
+		return 12;
+	if (read(down, &peer, sizeof(peer)) != (ssize_t)sizeof(peer))
+		return 13;
+	if (fi_av_insert(e.av, &peer, 1, &from, 0, NULL) != 1)
+		return 14;
+	for (int i = 0; i < 2; i++) {
+		buf[i] = calloc(1, TP_SPLIT_LEN);
+		if (!buf[i] || fi_trecv(e.ep, buf[i], TP_SPLIT_LEN, NULL, from, (uint64_t)i + 1, 0,
+					buf[i]))
+			return 15;
+	}
+	end = tp_now_ms() + 20000;
+	while (done < 2 && tp_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+		ssize_t n = fi_cq_read(e.cq, &ent, 1);
+
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = {0};
+
+			(void)fi_cq_readerr(e.cq, &ee, 0);
+			fprintf(stderr, "split child: error completion %d\n", ee.err);
+			return 16;
+		}
+		if (n == 1) {
+			int i = ent.op_context == buf[0] ? 0 : 1;
+
+			if (ent.len != TP_SPLIT_LEN || !tp_intact(buf[i], TP_SPLIT_LEN, 41u + i))
+				return 17;
+			done++;
+		}
+	}
+	if (done < 2)
+		return 18;
+	/* stay until the sender has its completions (it closes the pipe) */
+	char c;
+	(void)read(down, &c, 1);
+	fx_close(&e);
+	return 0;
+}
+
+static void test_split_refused(void **state)
+{
+	struct tp_env *t = *state;
+	struct shim_addr me = tp_name(t->fx.ep), child;
+	uint8_t *src[2];
+	char a1[16], a2[16];
+	int up[2], down[2], st = 0;
+	fi_addr_t to;
+	struct tp_comp c;
+	pid_t pid;
+
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		snprintf(a1, sizeof(a1), "%d", up[1]);
+		snprintf(a2, sizeof(a2), "%d", down[0]);
+		char *argv[] = {"test_peer", TP_SPLIT_CHILD, a1, a2, NULL};
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(up[1]);
+	close(down[0]);
+	assert_int_equal(read(up[0], &child, sizeof(child)), (ssize_t)sizeof(child));
+	assert_int_equal(write(down[1], &me, sizeof(me)), (ssize_t)sizeof(me));
+	assert_int_equal(fi_av_insert(t->fx.av, &child, 1, &to, 0, NULL), 1);
+
+	assert_int_equal(tp_cap_ptrace(false), 0);
+	for (int i = 0; i < 2; i++) {
+		src[i] = malloc(TP_SPLIT_LEN);
+		assert_non_null(src[i]);
+		tp_fill(src[i], TP_SPLIT_LEN, 41u + (unsigned)i);
+		tp_tsend(t, t->fx.ep, src[i], TP_SPLIT_LEN, to, (uint64_t)i + 1, src[i]);
+		/* one at a time: the first must have proven CMA */
+		int rc = tp_wait(t, src[i], &c, 20000);
+		if (rc || c.err) {
+			tp_cap_ptrace(true);
+			kill(pid, SIGKILL);
+			(void)waitpid(pid, &st, 0);
+			fail_msg("send %d: wait %d err %d (child status %#x)", i, rc, c.err, st);
+		}
+	}
+	assert_int_equal(tp_cap_ptrace(true), 0);
+	close(down[1]);
+	close(up[0]);
+	uint64_t end = tp_now_ms() + 20000;
+	while (waitpid(pid, &st, WNOHANG) == 0 && tp_now_ms() < end)
+		usleep(10000);
+	if (tp_now_ms() >= end) {
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, &st, 0);
+		fail_msg("split receiver hung");
+	}
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	free(src[0]);
+	free(src[1]);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], TP_SPLIT_CHILD) == 0)
+		return tp_split_child(atoi(argv[2]), atoi(argv[3]));
+
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hole_dead_sender),
 		cmocka_unit_test(test_hole_live_sender_waits),
@@ -895,6 +1045,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_av_remove_inflight, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_rts, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_ctl, tp_setup, tp_teardown),
+		cmocka_unit_test_setup_teardown(test_split_refused, tp_setup, tp_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
