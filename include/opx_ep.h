@@ -202,6 +202,8 @@ struct opx_ep {
 	uint32_t rndv_gens[64];  /* random cookie generations (getrandom) ... */
 	uint32_t rndv_gen_left;  /* ... not used yet */
 	uint64_t rndv_stray;     /* DONE/CTS/CTW/WDONE/DATA from the wrong peer or cookie */
+	uint64_t watch_next_ns;  /* next look for dead peers (opx_rndv_check_peers) */
+	uint32_t watch_round;    /* its number (never 0) */
 	struct shim_sdma *sdma;  /* opened on the first CTS */
 	size_t sdma_reqs;        /* submitted, not reaped */
 	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */

@@ -132,7 +132,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		opx_ep_progress_locked(ep);
 	}
 	if (__builtin_expect(rc, 0))
-		return rc == -EAGAIN ? -FI_EAGAIN : opx_err_from_shim(rc);
+		return rc == -EAGAIN ? opx_av_stalled_locked(ep->av, dest) : opx_err_from_shim(rc);
 	if (len <= opx_env.eager_max)
 		opx_ep_tx_report(ep, context, flags, len, 0);
 	return 0;

@@ -433,19 +433,52 @@ static void opx_sdma_reap_all(struct opx_ep *ep)
 	}
 }
 
+/* Receives directed at a sender that is gone complete in error (a
+ * wildcard receive may wait for anyone, as with every provider).  Only
+ * called when the receive queue is idle, so no packet of that sender is
+ * still waiting to be matched. */
+static void opx_rndv_check_recvs(struct opx_ep *ep, struct opx_list *q, bool tagged)
+{
+	struct opx_list *it, *tmp;
+
+	opx_list_foreach_safe(q, it, tmp)
+	{
+		struct opx_rx_req *req = OPX_CONTAINER_OF(it, struct opx_rx_req, link);
+
+		if (req->src == FI_ADDR_UNSPEC || (req->flags & FI_MULTI_RECV) ||
+		    !opx_av_peer_dead_locked(ep->av, req->src, ep->watch_round))
+			continue;
+		opx_list_remove(&req->link);
+		opx_rx_complete(ep, req, 0, req->len, 0, req->tag, 0, tagged ? OPX_PF_TAGGED : 0,
+				req->src, FI_ECONNREFUSED);
+	}
+}
+
 /* A peer that died never answers: fail the rendezvous sends waiting on a
- * dead receiver and the pushed receives waiting on a dead sender instead
+ * dead receiver, the pushed receives waiting on a dead sender, control
+ * packets queued for a dead peer and receives directed at one, instead
  * of leaving them (and the application) waiting forever.  Called from the
- * idle path of progress, so it costs nothing while traffic flows. */
+ * idle path of progress and paced to every OPX_WATCH_NS, so it costs
+ * nothing while traffic flows. */
+#define OPX_WATCH_NS 50000000ull
 void opx_rndv_check_peers(struct opx_ep *ep)
 {
+	struct opx_list *it, *tmp;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now < ep->watch_next_ns)
+		return;
+	ep->watch_next_ns = now + OPX_WATCH_NS;
 	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
 		struct opx_rndv_tx *t = &ep->rndv[i];
 
 		if (!t->busy || t->sdma_left || shim_peer_alive(t->peer))
 			continue;
 		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
-		opx_rndv_tx_release(ep, t, FI_EIO);
+		opx_rndv_tx_release(ep, t, FI_ECONNREFUSED);
 	}
 	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_rx_busy; i++) {
 		struct opx_rndv_rx *x = &ep->rndv_rx[i];
@@ -456,6 +489,22 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 		opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
 				x->src, FI_EIO);
 		opx_rndv_rx_free(ep, x);
+	}
+	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	{
+		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
+
+		if (shim_peer_alive(p->peer))
+			continue;
+		opx_list_remove(&p->link);
+		shim_peer_close(p->peer);
+		free(p);
+	}
+	if (ep->posted_cnt) {
+		if (++ep->watch_round == 0)
+			ep->watch_round = 1;
+		opx_rndv_check_recvs(ep, &ep->posted_tag, true);
+		opx_rndv_check_recvs(ep, &ep->posted_msg, false);
 	}
 }
 

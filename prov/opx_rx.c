@@ -287,8 +287,7 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 		ep->idle = 0;
 	} else if (++ep->idle >= (uint32_t)opx_env.spin_count) {
 		ep->idle = 0;
-		if (ep->rndv_busy || ep->rndv_rx_busy)
-			opx_rndv_check_peers(ep);
+		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */
 		if (shim_rx_recover(ep->shim) > 0)
 			return; /* a dead sender's hole was filled: poll again */
 		sched_yield();

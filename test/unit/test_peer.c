@@ -384,6 +384,8 @@ static void tp_poll(struct tp_env *t)
 
 	if (n > 0) {
 		for (ssize_t i = 0; i < n; i++) {
+			if (!ents[i].op_context)
+				continue; /* floods send with no context */
 			assert_true(t->nseen < TP_MAX_SEEN);
 			t->seen[t->nseen++] = (struct tp_comp){ents[i].op_context, 0, ents[i].len,
 							       ents[i].tag};
@@ -610,6 +612,105 @@ static void test_av_remove_inflight(void **state)
 	assert_int_equal(c.err, 0);
 	free(src);
 	free(dst);
+}
+
+/* ---------------------------------------------------------------------
+ * A receiver that died (item 2).
+ */
+
+/* A process with a bare receive context on unit, alive until tp_kill. */
+static pid_t tp_live_ctx(int unit, struct shim_addr *a)
+{
+	int up[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(up), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct shim_dev_params p = {.force_unit = -1};
+		struct shim_dev *dev;
+		struct shim_ctx *c;
+
+		memset(a, 0, sizeof(*a));
+		if (shim_dev_open(&p, &dev) == 0 && shim_ctx_open(dev, unit, &c, NULL, NULL) == 0)
+			shim_ctx_addr(c, a);
+		if (write(up[1], a, sizeof(*a)) != (ssize_t)sizeof(*a))
+			_exit(2);
+		for (int i = 0; i < 600; i++)
+			sleep(1);
+		_exit(3);
+	}
+	close(up[1]);
+	assert_int_equal(read(up[0], a, sizeof(*a)), (ssize_t)sizeof(*a));
+	close(up[0]);
+	assert_int_not_equal(a->lid, 0);
+	return pid;
+}
+
+/* Sends to a receiver that died stop saying -FI_EAGAIN: once it is found
+ * dead they fail with -FI_ECONNREFUSED, a rendezvous send pending towards
+ * it completes in error, and so does a receive directed at it; a
+ * wildcard receive keeps waiting. */
+static void test_dead_receiver(void **state)
+{
+	struct tp_env *t = *state;
+	struct shim_addr ra = tp_name(t->fx.ep), da;
+	const size_t big = 128 * 1024;
+	uint8_t *rbig = malloc(big), msg[4096], rbuf[64], wbuf[64];
+	fi_addr_t dead;
+	struct tp_comp c;
+	uint64_t t0, end;
+	ssize_t rc = 0;
+	size_t sends = 0;
+	pid_t pid;
+
+	assert_non_null(rbig);
+	pid = tp_live_ctx(ra.unit, &da);
+	assert_int_equal(fi_av_insert(t->fx.av, &da, 1, &dead, 0, NULL), 1);
+	/* a rendezvous send waiting for an answer that will never come */
+	assert_int_equal(fi_tsend(t->fx.ep, rbig, big, NULL, dead, 0x91, rbig), 0);
+	tp_kill(pid);
+
+	t0 = tp_now_ms();
+	end = t0 + TP_WAIT_MS;
+	memset(msg, 0x3c, sizeof(msg));
+	while (tp_now_ms() < end) {
+		rc = fi_tsend(t->fx.ep, msg, sizeof(msg), NULL, dead, 0x92, NULL);
+		if (rc == 0) {
+			sends++;
+			continue;
+		}
+		if (rc != -FI_EAGAIN)
+			break;
+		tp_poll(t);
+	}
+	assert_int_equal(rc, -FI_ECONNREFUSED);
+	print_message("dead receiver: %zu sends taken, refused after %llu ms\n", sends,
+		      (unsigned long long)(tp_now_ms() - t0));
+	/* from now on at once, also for rendezvous sizes */
+	assert_int_equal(fi_tsend(t->fx.ep, msg, 8, NULL, dead, 0x92, NULL), -FI_ECONNREFUSED);
+	assert_int_equal(fi_tsend(t->fx.ep, rbig, big, NULL, dead, 0x92, NULL), -FI_ECONNREFUSED);
+	assert_int_equal(tp_wait(t, rbig, &c, TP_WAIT_MS), 0);
+	assert_int_equal(c.err, FI_ECONNREFUSED);
+
+	assert_int_equal(fi_trecv(t->fx.ep, rbuf, sizeof(rbuf), NULL, dead, 0x93, 0, rbuf), 0);
+	assert_int_equal(fi_trecv(t->fx.ep, wbuf, sizeof(wbuf), NULL, FI_ADDR_UNSPEC, 0x94, 0, wbuf),
+			 0);
+	assert_int_equal(tp_wait(t, rbuf, &c, TP_WAIT_MS), 0);
+	assert_int_equal(c.err, FI_ECONNREFUSED);
+	assert_int_equal(tp_wait(t, wbuf, &c, 200), -FI_ETIMEDOUT);
+	assert_int_equal(fi_cancel(&t->fx.ep->fid, wbuf), 0);
+	assert_int_equal(tp_wait(t, wbuf, &c, TP_WAIT_MS), 0);
+	assert_int_equal(c.err, FI_ECANCELED);
+	/* the endpoint still works */
+	assert_int_equal(fi_trecv(t->fx.ep, rbuf, sizeof(rbuf), NULL, t->fx.self, 0x95, 0, rbuf), 0);
+	tp_fill(msg, 64, 6);
+	tp_tsend(t, t->fx.ep, msg, 64, t->fx.self, 0x95, msg);
+	assert_int_equal(tp_wait(t, rbuf, &c, TP_WAIT_MS), 0);
+	assert_int_equal(c.err, 0);
+	assert_true(tp_intact(rbuf, 64, 6));
+	free(rbig);
 }
 
 /* ---------------------------------------------------------------------
@@ -1043,6 +1144,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_claim_slots),
 		cmocka_unit_test_setup_teardown(test_hole_provider, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_av_remove_inflight, tp_setup, tp_teardown),
+		cmocka_unit_test_setup_teardown(test_dead_receiver, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_rts, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_ctl, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_split_refused, tp_setup, tp_teardown),
