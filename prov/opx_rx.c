@@ -285,11 +285,16 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	/* Idle polling must not starve other ranks sharing a core. */
 	if (n) {
 		ep->idle = 0;
-	} else if (++ep->idle >= (uint32_t)opx_env.spin_count) {
+		return;
+	}
+	/* A dead sender's hole is looked for every 64 empty polls (cheap: two
+	 * loads when there is none), so blocking waits, which progress once
+	 * per sleep slice, also get past one. */
+	if ((++ep->idle & 63) == 0 && shim_rx_recover(ep->shim) > 0)
+		return; /* filled: poll again */
+	if (ep->idle >= (uint32_t)opx_env.spin_count) {
 		ep->idle = 0;
 		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */
-		if (shim_rx_recover(ep->shim) > 0)
-			return; /* a dead sender's hole was filled: poll again */
 		sched_yield();
 	}
 }
