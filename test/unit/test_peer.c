@@ -1066,6 +1066,8 @@ static int tp_split_child(int up, int down)
 	/* stay until the sender has its completions (it closes the pipe) */
 	char c;
 	(void)read(down, &c, 1);
+	free(buf[0]);
+	free(buf[1]);
 	fx_close(&e);
 	return 0;
 }
@@ -1127,10 +1129,10 @@ static void test_split_refused(void **state)
 		(void)waitpid(pid, &st, 0);
 		fail_msg("split receiver hung");
 	}
-	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
 	free(src[0]);
 	free(src[1]);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 int main(int argc, char **argv)
