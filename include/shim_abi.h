@@ -52,9 +52,12 @@
  * keeps waiting; if only dead ones do, it publishes the rest of the dead
  * reservation itself as SHIM_RHF_ERR_DEAD entries, the last one carrying
  * the reservation's eager blocks, so the credits return through the
- * ordinary release path.  Per-sender rings would avoid the CAS too but
- * make the consumer poll every sender; see the README for the measured
- * cost of the CAS that decided against them.
+ * ordinary release path.  Per-sender (SPSC) rings would avoid the CAS but
+ * make the consumer poll every sender and multiply the ring memory by
+ * the number of senders.  Measured in one thread (reserve, publish and
+ * consume one header-only packet, 5 M times): 6.8 ns with the CAS
+ * before the claim table, 7.4 ns with it, 2.1 ns with a plain tail
+ * store; so the CAS is worth about 5 ns of a message, the intent 0.6 ns.
  */
 #ifndef SHIM_ABI_H
 #define SHIM_ABI_H
