@@ -98,7 +98,11 @@ int shim_claim_register(struct shim_peer_priv *pp, int fd)
 			shim_claim_lockop(fd, ctl, i, F_OFD_SETLK, F_UNLCK, NULL);
 			continue;
 		}
-		atomic_store_explicit(&c->counts, 0, memory_order_relaxed); /* covers nothing */
+		/* an empty intent at the current tail: covers nothing, and is
+		 * resolved as soon as the consumer gets there */
+		atomic_store_explicit(&c->counts, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->tail, atomic_load_explicit(&ctl->tail, memory_order_relaxed),
+				      memory_order_relaxed);
 		pp->claim_idx = (int)i;
 		pp->seg_fd = fd;
 		pp->pub.claim = c;
