@@ -19,6 +19,11 @@
  * child shares its parent's open file, so the slot stays "alive" while
  * either runs, which errs on the side of waiting.
  *
+ * Lock map of a segment: claim slot i is byte claim_off + 64 * i (inside
+ * the claim table, past the rings).  Any other lock on the segment (an
+ * owner-liveness lock, say) must not cover those bytes, or registering
+ * would find every slot taken and a dead owner would look alive.
+ *
  * The consumer only looks after a grace period (SHIM_HOLE_GRACE_NS) and
  * then at most every SHIM_HOLE_RECHECK_NS, from the idle path: nothing
  * here runs while packets flow.
