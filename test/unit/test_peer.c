@@ -614,6 +614,113 @@ static void test_av_remove_inflight(void **state)
 	free(dst);
 }
 
+/* The anonymous-peer cache (item 6): a split receive from a sender that is
+ * not in the AV holds the cached mapping of that sender; sixteen other
+ * anonymous senders evict it from the cache while the receive waits for
+ * the sender's WDONE.  The idle watch then looks at the receive's peer:
+ * it must still be mapped (old code: a freed peer), and the message must
+ * arrive intact.  Separate CQs let the test order each side's progress. */
+#define TP_ANON_SENDERS (OPX_ANON_PEERS + 1)
+
+static void tp_ep_on(struct tp_env *t, struct fid_cq *cq, struct fid_ep **ep)
+{
+	assert_int_equal(fi_endpoint(t->fx.domain, t->fx.info, ep, NULL), 0);
+	assert_int_equal(fi_ep_bind(*ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(*ep, &t->fx.av->fid, 0), 0);
+	assert_int_equal(fi_enable(*ep), 0);
+}
+
+/* Read one completion of cq within ms (any context); its error or 0. */
+static int tp_cq_one(struct fid_cq *cq, void **ctx, unsigned ms)
+{
+	uint64_t end = tp_now_ms() + ms;
+	struct fi_cq_tagged_entry ent;
+
+	while (tp_now_ms() < end) {
+		ssize_t n = fi_cq_read(cq, &ent, 1);
+
+		if (n == 1) {
+			*ctx = ent.op_context;
+			return 0;
+		}
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = {0};
+
+			assert_int_equal(fi_cq_readerr(cq, &ee, 0), 1);
+			*ctx = ee.op_context;
+			return ee.err;
+		}
+		assert_int_equal(n, -FI_EAGAIN);
+	}
+	return -FI_ETIMEDOUT;
+}
+
+static void test_anon_evicted_inflight(void **state)
+{
+	struct tp_env *t = *state;
+	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	struct fid_cq *cq_tx, *cq_others;
+	struct fid_ep *tx, *others[TP_ANON_SENDERS];
+	const size_t big = 1 << 20, small = 32 * 1024; /* pulled whole, not split */
+	uint8_t *src = malloc(big), *dst = calloc(1, big), *osrc = malloc(small);
+	uint8_t *odst = calloc(TP_ANON_SENDERS, small);
+	void *ctx;
+	int got;
+
+	assert_true(src && dst && osrc && odst);
+	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq_tx, NULL), 0);
+	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq_others, NULL), 0);
+	tp_ep_on(t, cq_tx, &tx); /* not inserted: the receiver answers it anonymously */
+	for (int i = 0; i < TP_ANON_SENDERS; i++)
+		tp_ep_on(t, cq_others, &others[i]);
+
+	/* 1: a plain pull proves CMA for the receiver */
+	tp_fill(src, big, 51);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xa1, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xa1, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, src);
+
+	/* 2: split; the receiver now waits for tx's WDONE */
+	tp_fill(src, big, 52);
+	memset(dst, 0, big);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xa2, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xa2, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, 200), -FI_ETIMEDOUT);
+
+	/* 3: other anonymous senders push tx out of the receiver's cache */
+	tp_fill(osrc, small, 53);
+	for (int i = 0; i < TP_ANON_SENDERS; i++) {
+		assert_int_equal(fi_trecv(t->fx.ep, odst + (size_t)i * small, small, NULL,
+					  FI_ADDR_UNSPEC, 0xa3, 0, odst + (size_t)i * small),
+				 0);
+		assert_int_equal(fi_tsend(others[i], osrc, small, NULL, t->fx.self, 0xa3, osrc), 0);
+		assert_int_equal(tp_wait(t, odst + (size_t)i * small, NULL, TP_WAIT_MS), 0);
+		assert_true(tp_intact(odst + (size_t)i * small, small, 53));
+	}
+	for (got = 0; got < TP_ANON_SENDERS; got++)
+		assert_int_equal(tp_cq_one(cq_others, &ctx, TP_WAIT_MS), 0);
+	/* idle polls: the watch looks at the waiting receive's peer */
+	assert_int_equal(tp_wait(t, dst, NULL, 150), -FI_ETIMEDOUT);
+
+	/* 4: tx answers, the receive completes intact */
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, src);
+	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
+	assert_true(tp_intact(dst, big, 52));
+
+	for (int i = 0; i < TP_ANON_SENDERS; i++)
+		assert_int_equal(fi_close(&others[i]->fid), 0);
+	assert_int_equal(fi_close(&tx->fid), 0);
+	assert_int_equal(fi_close(&cq_tx->fid), 0);
+	assert_int_equal(fi_close(&cq_others->fid), 0);
+	free(src);
+	free(dst);
+	free(osrc);
+	free(odst);
+}
+
 /* ---------------------------------------------------------------------
  * A receiver that died (item 2).
  */
@@ -1146,6 +1253,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_claim_slots),
 		cmocka_unit_test_setup_teardown(test_hole_provider, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_av_remove_inflight, tp_setup, tp_teardown),
+		cmocka_unit_test_setup_teardown(test_anon_evicted_inflight, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_dead_receiver, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_rts, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_ctl, tp_setup, tp_teardown),
