@@ -293,6 +293,8 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	ctl->hdrq_off = SHIM_CTL_PAD;
 	ctl->egr_off = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry);
 	ctl->seg_size = seg_size;
+	ctl->claim_off = seg_size - (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
+	ctl->claim_cnt = SHIM_CLAIM_SLOTS; /* zero-filled by ftruncate: all free */
 	ctl->jkey = dev->params.jkey;
 	ctl->jkey_src = dev->params.jkey_src;
 	ctl->flags = SHIM_CTL_F_OWNER_LOCK; /* shim_ctx_seg_create() took it */
@@ -386,7 +388,7 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->egr_blocks = dev->params.egr_bytes / SHIM_BLOCK;
 	ctx->nonce = shim_ctx_nonce();
 	seg_size = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
-		   dev->params.egr_bytes;
+		   dev->params.egr_bytes + (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
 
 	fd = shim_ctx_seg_create(ctx, uid, (unsigned int)unit);
 	if (fd < 0) {

@@ -52,6 +52,19 @@ struct shim_dev {
 	_Atomic uint64_t names_squatted; /* names skipped: owned by another uid */
 };
 
+/* A hole at the consumer's head: how long it has been there (shim_claim.c).
+ * The consumer asks the claim table only after SHIM_HOLE_GRACE_NS, then
+ * again every SHIM_HOLE_RECHECK_NS while the hole stays. */
+#define SHIM_HOLE_GRACE_NS 20000000ull   /* 20 ms */
+#define SHIM_HOLE_RECHECK_NS 10000000ull /* 10 ms */
+struct shim_hole {
+	bool armed;
+	uint32_t pos;       /* the head position that was unpublished */
+	uint64_t next_ns;   /* CLOCK_MONOTONIC time of the next look */
+	uint64_t waits;     /* looks that found a live claimant (statistics) */
+	uint64_t unowned;   /* looks that found no claim at all (statistics) */
+};
+
 /* Receive context.  struct shim_rx MUST stay first: shim_ctx_rx() and
  * the provider's inline poll rely on the two addresses being equal. */
 struct shim_ctx {
@@ -68,6 +81,7 @@ struct shim_ctx {
 	uint32_t egr_blocks;
 	char name[SHIM_NAME_MAX]; /* shm segment name */
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
+	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */
 };
 
 /* Expected receive table of a context, private to the owning process
@@ -125,8 +139,14 @@ struct shim_peer_priv {
 	struct shim_dev *dev;
 	struct sockaddr_un wake_addr;
 	socklen_t wake_len;
-	int seg_fd;       /* kept open for the liveness lock test */
-	bool owner_lock;  /* the context's owner holds SHIM_CTL_F_OWNER_LOCK */
+	/* The peer's segment, kept open: the owner's liveness lock is tested
+	 * through it (shim_seg_lock_probe) and it holds the OFD lock of our
+	 * claim slot (shim_claim.c); the two locks cover different bytes. */
+	int seg_fd;
+	bool owner_lock;      /* the context's owner holds SHIM_CTL_F_OWNER_LOCK */
+	int claim_idx;        /* our slot in the peer's claim table */
+	pid_t owner_pid;      /* the owner as verified at open (CMA) ... */
+	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
 };
 
 /* Trust on a shared host (shim_trust.c).  Everything opx opens in
@@ -147,6 +167,16 @@ int shim_seg_lock_probe(int fd);
 /* The per-uid 0700 directory holding wake-up sockets: created if
  * missing, refused (-EACCES) if a symlink, not a directory, or not ours. */
 int shim_wake_dir_check(uint32_t uid);
+
+/* Claim slots (shim_claim.c): register in the mapped peer's claim table
+ * (fd: the segment, kept open to hold the slot's lock), and leave it. */
+int shim_claim_register(struct shim_peer_priv *pp, int fd);
+void shim_claim_unregister(struct shim_peer_priv *pp);
+/* Byte of the segment whose OFD write lock marks slot i as held. */
+static inline off_t shim_claim_lock_off(const struct shim_rcv_ctl *ctl, uint32_t i)
+{
+	return (off_t)(ctl->claim_off + (uint64_t)i * sizeof(struct shim_claim));
+}
 
 /* Names shared by the context owner and its peers (shim_dev.c). */
 int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx);

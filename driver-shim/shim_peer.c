@@ -50,6 +50,39 @@ static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
 	if (ctl->hdrq_off < sizeof(*ctl) || ctl->hdrq_off % SHIM_BLOCK || ctl->egr_off % SHIM_BLOCK ||
 	    hdrq_end > ctl->egr_off || egr_end > ctl->seg_size || ctl->seg_size > map_len)
 		return -EPROTO;
+	if (ctl->claim_cnt == 0 || ctl->claim_cnt > SHIM_CLAIM_SLOTS || ctl->claim_off % SHIM_BLOCK ||
+	    ctl->claim_off < egr_end ||
+	    ctl->claim_off + (uint64_t)ctl->claim_cnt * sizeof(struct shim_claim) > ctl->seg_size)
+		return -EPROTO;
+	return 0;
+}
+
+/* Snapshot the owner's identity once, in private memory, and only if the
+ * process with that pid really started when the control block says: the
+ * shared copy can change under us, a packet can say anything. */
+static void shim_peer_owner_record(struct shim_peer_priv *pp, const struct shim_rcv_ctl *ctl)
+{
+	pid_t pid = (pid_t)ctl->owner_pid;
+	uint64_t start = ctl->owner_start, now = 0;
+
+	pp->owner_pid = 0;
+	pp->owner_start = 0;
+	if (pid <= 0 || !start || shim_proc_starttime(pid, &now) || now != start)
+		return; /* gone, recycled, or in another pid namespace */
+	pp->owner_pid = pid;
+	pp->owner_start = start;
+}
+
+int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
+{
+	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
+	uint64_t now = 0;
+
+	if (!peer || !pid)
+		return -EINVAL;
+	if (!pp->owner_pid || shim_proc_starttime(pp->owner_pid, &now) || now != pp->owner_start)
+		return -ESRCH;
+	*pid = pp->owner_pid;
 	return 0;
 }
 
@@ -106,8 +139,16 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 		goto err_unmap;
 	}
 	pp->dev = dev;
-	pp->seg_fd = fd;
 	pp->owner_lock = ctl->flags & SHIM_CTL_F_OWNER_LOCK;
+	pp->pub.ctl = ctl;
+	shim_peer_owner_record(pp, ctl);
+	/* the fd stays open: it holds the lock of our claim slot, and the
+	 * owner's liveness lock is tested through it */
+	ret = shim_claim_register(pp, fd);
+	if (ret) {
+		free(pp);
+		goto err_unmap;
+	}
 	shim_name_wake(&pp->wake_addr, &pp->wake_len, addr->uid, addr->unit, addr->ctx,
 		       addr->nonce);
 	p = &pp->pub;
@@ -126,7 +167,7 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 	p->ctx = ctl->ctx;
 	p->addr = *addr;
 	p->map_len = len;
-	p->refcnt = 1;
+	atomic_init(&p->refcnt, 1);
 	*peerp = p;
 	return 0;
 
@@ -143,14 +184,21 @@ void shim_peer_close(struct shim_peer *peer)
 
 	if (!peer)
 		return;
-	/* Shared peers (several AV entries naming one context) take extra
-	 * references by incrementing refcnt under their lock. */
-	if (--peer->refcnt > 0)
+	/* Shared peers (several AV entries naming one context, rendezvous
+	 * still in flight) hold references taken with shim_peer_get(). */
+	if (atomic_fetch_sub_explicit(&peer->refcnt, 1, memory_order_acq_rel) > 1)
 		return;
 	pp = (struct shim_peer_priv *)peer;
+	shim_claim_unregister(pp); /* closes seg_fd */
 	munmap(peer->ctl, peer->map_len);
-	close(pp->seg_fd);
 	free(pp);
+}
+
+struct shim_peer *shim_peer_get(struct shim_peer *peer)
+{
+	if (peer)
+		atomic_fetch_add_explicit(&peer->refcnt, 1, memory_order_relaxed);
+	return peer;
 }
 
 bool shim_peer_alive(const struct shim_peer *peer)
@@ -250,6 +298,8 @@ const char *shim_strerror(int err)
 		return "permission denied";
 	case ENAMETOOLONG:
 		return "name too long";
+	case EUSERS:
+		return "receive context has no free sender slot";
 	default:
 		return "unknown shim error";
 	}

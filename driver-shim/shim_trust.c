@@ -81,7 +81,7 @@ static void shim_seg_flock_init(struct flock *fl)
 	fl->l_type = F_WRLCK;
 	fl->l_whence = SEEK_SET;
 	fl->l_start = 0;
-	fl->l_len = 0; /* the whole file, whatever its size */
+	fl->l_len = 1; /* byte 0 only: senders lock their claim slots' bytes */
 	fl->l_pid = 0; /* required for OFD locks */
 }
 

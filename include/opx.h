@@ -182,8 +182,11 @@ struct opx_mr *opx_mr_find_locked(struct opx_domain *domain, uint64_t key);
  */
 struct opx_av_entry {
 	struct shim_addr addr;
-	struct shim_peer *peer; /* NULL until first send */
+	struct shim_peer *peer; /* NULL until first send, and once dead */
+	uint32_t stalls;        /* sends refused for credits (liveness check pacing) */
+	uint32_t checked;       /* liveness round that last found it alive */
 	bool valid;
+	bool dead;              /* the receiver is known gone: sends fail */
 };
 
 struct opx_av {
@@ -204,6 +207,12 @@ int opx_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_a
 /* Peer for sending to fi_addr; opens the mapping on first use.
  * Returns 0, -FI_EINVAL (bad fi_addr), or a mapped shim error. Lock held. */
 int opx_av_peer_locked(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer);
+/* A send to addr found no credits: -FI_EAGAIN, or -FI_ECONNREFUSED once
+ * the receiver is found dead (checked every OPX_AV_STALL_CHECK stalls). */
+int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr);
+/* The receiver at addr is known, or now found, dead (slow path: may map
+ * the peer and read /proc; at most once per liveness round, nonzero). */
+bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round);
 /* Source of a packet as fi_addr_t, FI_ADDR_NOTAVAIL when not in the AV. */
 fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sctx);
 

@@ -37,9 +37,13 @@ enum opx_opcode {
 	OPX_OP_DATA,        /* pushed data (SDMA, TID placed): tag = rx cookie */
 	OPX_OP_CTW,         /* receiver asks the sender to write a part with CMA:
 			       p.u64[0] = cookie, p.u64[1] = rx cookie */
-	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status */
+	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status
+			       (OPX_WDONE_REFUSED: not written, the receiver pulls it
+			       and sends a second DONE) */
 	OPX_OP_MAX
 };
+
+#define OPX_WDONE_REFUSED 0xffffu
 
 /* shim_pkt_hdr.flags */
 #define OPX_PF_TAGGED 0x01u
@@ -131,6 +135,8 @@ struct opx_rndv_tx {
 	uint64_t tid_len[OPX_IOV_LIMIT];
 	int err;
 	uint32_t gen;
+	uint8_t dones_left; /* DONEs before completion (2 when a CTW was refused) */
+	bool ctw_seen;      /* one CTW per rendezvous */
 	bool busy;
 	struct opx_rndv_tx *next_free;
 };
@@ -148,6 +154,9 @@ struct opx_rndv_rx {
 	fi_addr_t src;
 	struct shim_peer *peer; /* the sender, watched while data is due */
 	int err;                /* split CMA: first error of either half */
+	uint64_t tx_cookie;     /* split: the sender's cookie (second DONE) */
+	struct opx_rts_payload rts; /* split: the sender's iovec (fallback pull) */
+	size_t half;            /* split: where the sender's part starts */
 	uint32_t tid[OPX_IOV_LIMIT];
 	uint32_t ntid;
 	uint32_t gen;
@@ -211,6 +220,11 @@ struct opx_ep {
 	struct opx_rndv_rx *rndv_rx;
 	struct opx_rndv_rx *rndv_rx_free;
 	size_t rndv_rx_busy;
+	uint32_t rndv_gens[64];  /* random cookie generations (getrandom) ... */
+	uint32_t rndv_gen_left;  /* ... not used yet */
+	uint64_t rndv_stray;     /* DONE/CTS/CTW/WDONE/DATA from the wrong peer or cookie */
+	uint64_t watch_next_ns;  /* next look for dead peers (opx_rndv_check_peers) */
+	uint32_t watch_round;    /* its number (never 0) */
 	struct shim_sdma *sdma;  /* opened on the first CTS */
 	size_t sdma_reqs;        /* submitted, not reaped */
 	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */
@@ -305,6 +319,9 @@ void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
 int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
 void opx_rndv_progress(struct opx_ep *ep);
 void opx_rndv_check_peers(struct opx_ep *ep);
+/* An RTS payload the receiver may act on: its source is the packet's
+ * source and its iovec adds up to the message length. */
+bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload *rts);
 
 static inline bool opx_rndv_pending(const struct opx_ep *ep)
 {

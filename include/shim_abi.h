@@ -36,6 +36,28 @@
  * the entry and its payload, then stores seq = position + 1 with release
  * order; the consumer polls the seq of the entry at its head with acquire
  * order and never reads the tail.
+ *
+ * A producer that dies between its reservation and its publish leaves a
+ * hole at the consumer's head that nobody will ever fill.  So every
+ * sender first registers a claim slot in the receiver's claim table (end
+ * of the segment) and holds an open-file-description lock on one byte
+ * of the segment for that slot: the kernel drops the lock when the
+ * sender dies, whatever its pid namespace.  Before each compare-and-swap
+ * the sender writes its intent (the tail it read, its entry and block
+ * counts) into its own slot; the CAS has release order, so a consumer
+ * that reads a tail beyond the hole with acquire order also reads the
+ * intent of whoever claimed the hole.  When the head stays unpublished
+ * past a grace period (shim_rx_recover(), slow path), the consumer looks
+ * for the claims that cover the head: if one belongs to a live sender it
+ * keeps waiting; if only dead ones do, it publishes the rest of the dead
+ * reservation itself as SHIM_RHF_ERR_DEAD entries, the last one carrying
+ * the reservation's eager blocks, so the credits return through the
+ * ordinary release path.  Per-sender (SPSC) rings would avoid the CAS but
+ * make the consumer poll every sender and multiply the ring memory by
+ * the number of senders.  Measured in one thread (reserve, publish and
+ * consume one header-only packet, 5 M times): 6.8 ns with the CAS
+ * before the claim table, 7.4 ns with it, 2.1 ns with a plain tail
+ * store; so the CAS is worth about 5 ns of a message, the intent 0.6 ns.
  */
 #ifndef SHIM_ABI_H
 #define SHIM_ABI_H
@@ -48,13 +70,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <rdma/hfi/hfi1_ioctl.h>
 #include <rdma/hfi/hfi1_user.h>
 
-#define SHIM_ABI_MAJOR 1
-#define SHIM_ABI_MINOR 1 /* 1: ctl->flags, jkey_src, rx_eager_max, rx_flags */
+#define SHIM_ABI_MAJOR 2 /* 2: claim table (dead-sender recovery) */
+#define SHIM_ABI_MINOR 0 /* readers accept any minor of their major */
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
 #define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
@@ -75,6 +98,7 @@
  * must fit with room to spare; names are probed from a per-process
  * cursor, so opening is O(1) expected, not a scan from 0. */
 #define SHIM_MAX_CTXTS 1024u
+#define SHIM_CLAIM_SLOTS 1024u      /* senders per receive context */
 
 /* ---------------------------------------------------------------------
  * Packet header: 56 bytes written by the sender.  The shim reads only
@@ -117,6 +141,9 @@ static_assert(sizeof(struct shim_pkt_hdr) == 56, "shim_pkt_hdr is 56 bytes");
 #define SHIM_RHF_ERR_MASK 0x3fu
 #define SHIM_RHF_ERR_LEN (1u << 24)   /* length inconsistent with header */
 #define SHIM_RHF_ERR_CRC (1u << 25)   /* wire checksum failed */
+#define SHIM_RHF_ERR_DEAD (1u << 26)  /* hole of a dead sender, filled by the
+					 consumer: no header; when SHIM_RHF_EGR is
+					 set, paylen covers the dead eager blocks */
 #define SHIM_RHF_TID (1u << 30)       /* expected receive: place at a TID offset */
 #define SHIM_RHF_EGR (1u << 31)
 
@@ -160,6 +187,9 @@ struct shim_rcv_ctl {
 	 * SHIM_RXF_* wishes.  Senders read them; the receiver still checks. */
 	uint32_t rx_eager_max;
 	uint32_t rx_flags;
+	uint64_t claim_off;   /* claim table: claim_cnt x struct shim_claim */
+	uint32_t claim_cnt;
+	uint32_t rsvd1;
 
 	/* producers: any sender, compare-and-swap only */
 	alignas(64) _Atomic uint64_t tail; /* hi32 eager tail, lo32 hdr tail */
@@ -175,6 +205,7 @@ struct shim_rcv_ctl {
 	alignas(64) _Atomic uint64_t rx_pkts;
 	_Atomic uint64_t rx_dropped;  /* failed validation */
 	_Atomic uint64_t tx_nocredit; /* reservations refused (producers) */
+	_Atomic uint64_t holes_skipped; /* entries of dead senders skipped (owner) */
 };
 static_assert(offsetof(struct shim_rcv_ctl, tail) == 128, "ctl layout");
 static_assert(sizeof(struct shim_rcv_ctl) == 384, "ctl layout");
@@ -182,11 +213,25 @@ static_assert(sizeof(struct shim_rcv_ctl) == 384, "ctl layout");
 /* shim_rcv_ctl.rx_flags */
 #define SHIM_RXF_CSUM (1u << 0) /* receiver wants payload checksums */
 
-/* ctl->flags.  OWNER_LOCK: the owner holds an OFD write lock on the whole
- * segment for as long as it lives; the kernel drops it when the owner
+/* ctl->flags.  OWNER_LOCK: the owner holds an OFD write lock on byte 0 of
+ * the segment for as long as it lives; the kernel drops it when the owner
  * dies, so "can the lock be taken" is the liveness test, valid across PID
- * namespaces.  Segments without it (older minors) fall back to pids. */
+ * namespaces.  Only byte 0: the claim slots' locks (struct shim_claim)
+ * are other bytes of the same segment, held by the senders. */
 #define SHIM_CTL_F_OWNER_LOCK 0x1u
+
+/* One sender's claim slot, one cache line, written by that sender only
+ * (state also by a sender taking over a dead holder's slot).  The
+ * holder keeps an OFD write lock on byte claim_off + slot * 64 of the
+ * segment for as long as it is registered. */
+struct shim_claim {
+	_Atomic uint32_t state;    /* bit 0: held; bits 1..31: generation */
+	uint32_t rsvd;
+	_Atomic uint64_t tail;     /* the ctl->tail value the reservation started from */
+	_Atomic uint64_t counts;   /* lo32 header entries, hi32 eager blocks */
+	uint8_t pad[40];
+};
+static_assert(sizeof(struct shim_claim) == 64, "claim slot is one cache line");
 
 /* ---------------------------------------------------------------------
  * Endpoint address: what fi_getname returns.  It already carries what the
@@ -268,7 +313,8 @@ struct shim_peer {
 	uint16_t rsvd;
 	struct shim_addr addr;
 	size_t map_len;
-	int refcnt;
+	_Atomic int refcnt;       /* shim_peer_get() / shim_peer_close() */
+	struct shim_claim *claim; /* our slot in the peer's claim table */
 };
 
 /* Result of a PIO reservation: npkts consecutive header entries starting
@@ -318,7 +364,23 @@ void shim_peer_close(struct shim_peer *peer);
 /* Owner still running: a lock test on the segment (one syscall, no pid),
  * cheap enough for every few ms of idle progress, never per packet. */
 bool shim_peer_alive(const struct shim_peer *peer);
+/* Another reference to an open peer (several AV entries, in-flight
+ * rendezvous): every get is matched by one shim_peer_close(). */
+struct shim_peer *shim_peer_get(struct shim_peer *peer);
+/* The process to use for Cross Memory Attach with the peer's owner: the
+ * pid recorded and verified (pid plus start time) when the peer was
+ * mapped, checked again now.  -ESRCH when it is gone or was never
+ * verifiable (another pid namespace).  Call it before and after a copy:
+ * a different answer after means the copy may have touched a stranger. */
+int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
+
+/* Receive-side recovery, slow path (call when polling finds nothing):
+ * if the head has been a hole for longer than a grace period and only
+ * dead senders' claims cover it, fill the dead reservation with
+ * SHIM_RHF_ERR_DEAD entries.  Returns the number of entries filled (the
+ * caller polls again), 0 when there is nothing to do yet. */
+int shim_rx_recover(struct shim_ctx *ctx);
 
 /* Error mapping from the shim's -errno to strings for logs. */
 const char *shim_strerror(int err);
@@ -367,7 +429,11 @@ static inline int shim_pio_reserve(struct shim_peer *p, uint32_t npkts, uint32_t
 			continue;
 		}
 		uint64_t nv = ((uint64_t)(nblk ? start + nblk : et) << 32) | (uint32_t)(ht + npkts);
-		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acquire,
+		/* intent first, published by the CAS's release (see the top) */
+		atomic_store_explicit(&p->claim->tail, old, memory_order_relaxed);
+		atomic_store_explicit(&p->claim->counts, ((uint64_t)nblk << 32) | npkts,
+				      memory_order_relaxed);
+		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acq_rel,
 							  memory_order_relaxed)) {
 			r->hdr_pos = ht;
 			r->npkts = npkts;

@@ -261,6 +261,9 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 
 		e->addr = *a;
 		e->peer = NULL;
+		e->stalls = 0;
+		e->checked = 0;
+		e->dead = false;
 		e->valid = true;
 		opx_av_rmap_put(av, opx_av_key(a->lid, a->ctx), idx);
 		if (fi_addr)
@@ -346,6 +349,8 @@ static int opx_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count
 	for (size_t i = 0; i < count; i++) {
 		struct opx_av_entry *e = &av->table[fi_addr[i]];
 
+		/* drop the AV's reference: rendezvous still in flight with
+		 * this peer hold their own (shim_peer_get) */
 		if (e->peer) {
 			shim_peer_close(e->peer);
 			e->peer = NULL;
@@ -446,6 +451,69 @@ static void opx_av_warn_refused(struct opx_av *av, fi_addr_t addr, const struct 
 		 addr, a->lid, a->ctx, a->uid, (unsigned int)geteuid());
 }
 
+/* Liveness is checked once every this many sends refused for credits. */
+#define OPX_AV_STALL_CHECK 256u
+
+/* The receiver is gone for good (this address names one incarnation of
+ * one context): drop our reference, fail every later send at once.
+ * -FI_ECONNREFUSED is what a datagram socket answers when nobody listens
+ * on its address any more: the closest documented code for "the peer's
+ * receive context has no owner", and distinct from -FI_EIO (data lost in
+ * a transfer that had started). */
+static void opx_av_mark_dead(struct opx_av *av, fi_addr_t addr)
+{
+	struct opx_av_entry *e = &av->table[addr];
+
+	if (e->peer)
+		shim_peer_close(e->peer);
+	e->peer = NULL;
+	if (!e->dead)
+		OPX_WARN(FI_LOG_AV, "fi_addr %" PRIu64 " (lid %u ctx %u): receiver is gone\n", addr,
+			 e->addr.lid, e->addr.ctx);
+	e->dead = true;
+}
+
+int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr)
+{
+	struct opx_av_entry *e;
+
+	if (!opx_av_index_ok(av, addr))
+		return -FI_EAGAIN;
+	e = &av->table[addr];
+	if (++e->stalls % OPX_AV_STALL_CHECK || !e->peer || shim_peer_alive(e->peer))
+		return -FI_EAGAIN;
+	opx_av_mark_dead(av, addr);
+	return -FI_ECONNREFUSED;
+}
+
+bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round)
+{
+	struct shim_peer *p;
+	int ret;
+
+	if (!opx_av_index_ok(av, addr))
+		return false; /* removed: not ours to judge */
+	if (av->table[addr].dead)
+		return true;
+	if (av->table[addr].checked == round)
+		return false; /* found alive this round already */
+	av->table[addr].checked = round;
+	if (!av->table[addr].peer) {
+		ret = shim_peer_open(av->domain->fabric->dev, &av->table[addr].addr, &p);
+		if (ret == -ENOENT || ret == -ESTALE) {
+			opx_av_mark_dead(av, addr); /* closed, or its number reused */
+			return true;
+		}
+		if (ret)
+			return false;
+		av->table[addr].peer = p;
+	}
+	if (shim_peer_alive(av->table[addr].peer))
+		return false;
+	opx_av_mark_dead(av, addr);
+	return true;
+}
+
 static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer)
 {
 	struct opx_av_entry *e;
@@ -454,6 +522,8 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 	if (!opx_av_index_ok(av, addr))
 		return -FI_EINVAL;
 	e = &av->table[addr];
+	if (e->dead)
+		return -FI_ECONNREFUSED;
 	ret = shim_peer_open(av->domain->fabric->dev, &e->addr, &e->peer);
 	if (ret == -EACCES) {
 		e->peer = NULL;

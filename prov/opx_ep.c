@@ -5,6 +5,7 @@
  * tables for the operations opx does not advertise (RMA, atomics,
  * collectives) so that calling them is an error, not a crash.
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -16,6 +17,20 @@
 #include "opx_ep.h"
 
 #define OPX_MIN_MULTI_RECV_DEFAULT 16384
+
+/* Yama's ptrace_scope (0..3), or -1 where Yama is not built in. */
+static int opx_ep_yama_scope(void)
+{
+	char buf[8] = {0};
+	ssize_t n;
+	int fd = open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 0 && buf[0] >= '0' && buf[0] <= '3' ? buf[0] - '0' : -1;
+}
 
 static int opx_ep_close(struct fid *fid)
 {
@@ -613,8 +628,13 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	opx_list_init(&ep->ux_free);
 
 	/* Let peers pull rendezvous data from us with Cross Memory Attach
-	 * under Yama's ptrace_scope=1 (a no-op where Yama is absent). */
-	(void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	 * under Yama's ptrace_scope=1.  It lets any process of the user
+	 * attach to the whole application, so only when CMA is on and Yama
+	 * is in the one mode where it helps (2 and 3 ignore it). */
+	if (opx_env.rndv_cma && opx_ep_yama_scope() == 1) {
+		OPX_INFO(FI_LOG_EP_CTRL, "Yama ptrace_scope 1: PR_SET_PTRACER_ANY for CMA\n");
+		(void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	}
 
 	ep->ep_fid.fid.fclass = FI_CLASS_EP;
 	ep->ep_fid.fid.context = context;

@@ -136,13 +136,16 @@ static void opx_params_define(void)
 	fi_param_define(&opx_prov, "RNDV_CMA", FI_PARAM_BOOL,
 			"Rendezvous pulls large messages with one Cross Memory Attach copy; "
 			"0 forces the SDMA/TID push path (two copies through shared memory), "
-			"which is also used automatically where CMA is not permitted "
-			"(default: %d)",
+			"which is also used automatically where CMA is not permitted. With CMA on "
+			"and Yama's ptrace_scope at 1, each endpoint calls "
+			"prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY), which lets any process of the "
+			"user attach to the whole application (default: %d)",
 			1);
 	fi_param_define(&opx_prov, "RNDV_SPLIT", FI_PARAM_SIZE_T,
 			"From this message size the CMA rendezvous copy is split: the receiver "
 			"reads the first half while the sender writes the second, so both cores "
-			"copy at once; 0 disables (default: %zu)",
+			"copy at once; a receiver that refuses CMA writes (not dumpable, Yama) "
+			"makes the receiver pull that half too; 0 disables (default: %zu)",
 			OPX_DEF_RNDV_SPLIT);
 	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
 			"Seal every eager packet sent with a CRC32C of header and payload, and "

@@ -200,7 +200,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (__builtin_expect(rc, 0)) {
 		if (flags & OPX_TXF_BOUNCE)
 			free(bounce.iov_base);
-		return rc == -EAGAIN ? -FI_EAGAIN : opx_err_from_shim(rc);
+		return rc == -EAGAIN ? opx_av_stalled_locked(ep->av, dest) : opx_err_from_shim(rc);
 	}
 	if (eager)
 		opx_ep_tx_report(ep, context, flags, len, 0);

@@ -26,12 +26,21 @@
  *   complete when the engine reports        its offset; complete when all
  *   the last packet published               bytes have landed
  *
- * Cookies are a slot index plus a generation, so a stale or forged cookie
- * from the wire is rejected instead of followed.  Control packets (DONE,
+ * Cookies are a slot index plus a random generation (getrandom), so a
+ * stale or guessed cookie from the wire is rejected instead of followed,
+ * and a cookie is only honoured from the peer it was issued to: DONE,
+ * CTS and CTW must come from the receiver of the send, WDONE and DATA
+ * from the sender of the receive (else dropped and counted in
+ * ep->rndv_stray).  The process that CMA reads from or writes to is the
+ * one the shim verified when it mapped that peer (pid and start time,
+ * checked again after the copy), never a pid carried in a packet.  Control packets (DONE,
  * CTS) that find no credits wait on ep->ctl_pend and go out on progress.
  */
 #include <stdlib.h>
+#include <sys/random.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "opx_ep.h"
 #include "shim_dma.h"
@@ -76,6 +85,44 @@ static inline uint64_t opx_cookie(uint32_t gen, size_t idx)
 	return ((uint64_t)gen << 32) | (uint64_t)idx;
 }
 
+/* A fresh random generation, different from old.  getrandom() fills a
+ * batch, so a rendezvous costs a syscall only once every 64. */
+static uint32_t opx_rndv_gen(struct opx_ep *ep, uint32_t old)
+{
+	const size_t n = sizeof(ep->rndv_gens) / sizeof(ep->rndv_gens[0]);
+	uint32_t g;
+
+	if (!ep->rndv_gen_left) {
+		if (getrandom(ep->rndv_gens, sizeof(ep->rndv_gens), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(ep->rndv_gens)) {
+			/* no entropy yet (early boot): still unpredictable enough
+			 * to tell a stale cookie, not a guessed one */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			for (size_t i = 0; i < n; i++)
+				ep->rndv_gens[i] = (uint32_t)(ts.tv_nsec * 2654435761u) ^
+						   (uint32_t)(i * 40503u) ^ (uint32_t)getpid();
+		}
+		ep->rndv_gen_left = (uint32_t)n;
+	}
+	g = ep->rndv_gens[--ep->rndv_gen_left];
+	return g == old ? g + 1 : g;
+}
+
+/* A control or data packet must come from the peer its cookie was given
+ * to. */
+static inline bool opx_rndv_from(const struct shim_pkt_hdr *h, const struct shim_peer *p)
+{
+	return p && h->slid == p->lid && h->sctx == p->ctx;
+}
+
+static void opx_rndv_stray(struct opx_ep *ep, const char *why)
+{
+	ep->rndv_stray++;
+	opx_rx_drop(ep, why);
+}
+
 int opx_rndv_init(struct opx_ep *ep)
 {
 	ep->rndv = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv));
@@ -86,6 +133,8 @@ int opx_rndv_init(struct opx_ep *ep)
 		return -FI_ENOMEM;
 	}
 	for (size_t i = OPX_RNDV_SLOTS; i-- > 0;) {
+		ep->rndv[i].gen = opx_rndv_gen(ep, 0);
+		ep->rndv_rx[i].gen = opx_rndv_gen(ep, 0);
 		ep->rndv[i].next_free = ep->rndv_free;
 		ep->rndv_free = &ep->rndv[i];
 		ep->rndv_rx[i].next_free = ep->rndv_rx_free;
@@ -133,7 +182,7 @@ static void opx_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, 
 		OPX_WARN(FI_LOG_EP_DATA, "out of memory queuing a control packet\n");
 		return;
 	}
-	p->peer = peer;
+	p->peer = shim_peer_get(peer); /* the peer may leave the AV meanwhile */
 	p->op = op;
 	p->p0 = p0;
 	p->p1 = p1;
@@ -153,6 +202,7 @@ static void opx_ctl_retry(struct opx_ep *ep)
 		if (opx_ctl_try(ep, p->peer, p->op, p->p0, p->p1, p->payload, p->paylen) == -EAGAIN)
 			break;
 		opx_list_remove(&p->link);
+		shim_peer_close(p->peer);
 		free(p);
 	}
 }
@@ -189,8 +239,10 @@ static void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int er
 {
 	opx_ep_tx_report(ep, t->context, t->flags, t->len, err);
 	opx_list_remove(&t->link);
+	shim_peer_close(t->peer);
+	t->peer = NULL;
 	t->busy = false;
-	t->gen++;
+	t->gen = opx_rndv_gen(ep, t->gen);
 	t->next_free = ep->rndv_free;
 	ep->rndv_free = t;
 	ep->rndv_busy--;
@@ -218,7 +270,7 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	t->flags = flags;
 	t->len = len;
 	t->dest = dest;
-	t->peer = peer;
+	t->peer = shim_peer_get(peer); /* fi_av_remove must not unmap it under us */
 	t->iov_count = cnt;
 	for (size_t i = 0; i < cnt; i++)
 		t->iov[i] = iov[i];
@@ -226,10 +278,12 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	t->cts_ntid = 0;
 	t->cts_next = 0;
 	t->err = 0;
+	t->dones_left = 1;
+	t->ctw_seen = false;
 
 	rts = (struct opx_rts_payload *)r.egr;
 	rts->src = ep->addr;
-	rts->pid = ep->pid;
+	rts->pid = ep->pid; /* diagnostics only: receivers use the shim's record */
 	rts->iov_count = (uint32_t)cnt;
 	for (size_t i = 0; i < OPX_IOV_LIMIT; i++) {
 		rts->iov_base[i] = i < cnt ? (uint64_t)(uintptr_t)iov[i].iov_base : 0;
@@ -259,10 +313,20 @@ static int opx_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const ui
 
 	(void)pay;
 	if (!t || t->cts_ntid) {
-		opx_rx_drop(ep, "rendezvous DONE for an unknown send");
+		opx_rndv_stray(ep, "rendezvous DONE for an unknown send");
 		return 0;
 	}
-	opx_rndv_tx_release(ep, t, h->p.u32[2] ? FI_EIO : 0);
+	if (!opx_rndv_from(h, t->peer)) {
+		opx_rndv_stray(ep, "rendezvous DONE from another peer");
+		return 0;
+	}
+	if (h->p.u32[2])
+		t->err = FI_EIO;
+	if (t->dones_left > 1) { /* the receiver still pulls our refused part */
+		t->dones_left--;
+		return 0;
+	}
+	opx_rndv_tx_release(ep, t, t->err);
 	return 0;
 }
 
@@ -313,7 +377,11 @@ static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	uint64_t sum = 0;
 
 	if (!t || t->cts_ntid || h->paylen != sizeof(cts)) {
-		opx_rx_drop(ep, "CTS for an unknown send");
+		opx_rndv_stray(ep, "CTS for an unknown send");
+		return 0;
+	}
+	if (!opx_rndv_from(h, t->peer) || t->ctw_seen) {
+		opx_rndv_stray(ep, "CTS from another peer");
 		return 0;
 	}
 	memcpy(&cts, pay, sizeof(cts));
@@ -365,19 +433,52 @@ static void opx_sdma_reap_all(struct opx_ep *ep)
 	}
 }
 
+/* Receives directed at a sender that is gone complete in error (a
+ * wildcard receive may wait for anyone, as with every provider).  Only
+ * called when the receive queue is idle, so no packet of that sender is
+ * still waiting to be matched. */
+static void opx_rndv_check_recvs(struct opx_ep *ep, struct opx_list *q, bool tagged)
+{
+	struct opx_list *it, *tmp;
+
+	opx_list_foreach_safe(q, it, tmp)
+	{
+		struct opx_rx_req *req = OPX_CONTAINER_OF(it, struct opx_rx_req, link);
+
+		if (req->src == FI_ADDR_UNSPEC || (req->flags & FI_MULTI_RECV) ||
+		    !opx_av_peer_dead_locked(ep->av, req->src, ep->watch_round))
+			continue;
+		opx_list_remove(&req->link);
+		opx_rx_complete(ep, req, 0, req->len, 0, req->tag, 0, tagged ? OPX_PF_TAGGED : 0,
+				req->src, FI_ECONNREFUSED);
+	}
+}
+
 /* A peer that died never answers: fail the rendezvous sends waiting on a
- * dead receiver and the pushed receives waiting on a dead sender instead
+ * dead receiver, the pushed receives waiting on a dead sender, control
+ * packets queued for a dead peer and receives directed at one, instead
  * of leaving them (and the application) waiting forever.  Called from the
- * idle path of progress, so it costs nothing while traffic flows. */
+ * idle path of progress and paced to every OPX_WATCH_NS, so it costs
+ * nothing while traffic flows. */
+#define OPX_WATCH_NS 50000000ull
 void opx_rndv_check_peers(struct opx_ep *ep)
 {
+	struct opx_list *it, *tmp;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now < ep->watch_next_ns)
+		return;
+	ep->watch_next_ns = now + OPX_WATCH_NS;
 	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
 		struct opx_rndv_tx *t = &ep->rndv[i];
 
 		if (!t->busy || t->sdma_left || shim_peer_alive(t->peer))
 			continue;
 		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
-		opx_rndv_tx_release(ep, t, FI_EIO);
+		opx_rndv_tx_release(ep, t, FI_ECONNREFUSED);
 	}
 	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_rx_busy; i++) {
 		struct opx_rndv_rx *x = &ep->rndv_rx[i];
@@ -388,6 +489,22 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 		opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
 				x->src, FI_EIO);
 		opx_rndv_rx_free(ep, x);
+	}
+	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	{
+		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
+
+		if (shim_peer_alive(p->peer))
+			continue;
+		opx_list_remove(&p->link);
+		shim_peer_close(p->peer);
+		free(p);
+	}
+	if (ep->posted_cnt) {
+		if (++ep->watch_round == 0)
+			ep->watch_round = 1;
+		opx_rndv_check_recvs(ep, &ep->posted_tag, true);
+		opx_rndv_check_recvs(ep, &ep->posted_msg, false);
 	}
 }
 
@@ -448,6 +565,40 @@ static size_t opx_rts_slice(const struct opx_rts_payload *rts, size_t off, size_
 	return opx_iov_slice(v, rts->iov_count, off, len, out);
 }
 
+bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload *rts)
+{
+	uint64_t sum = 0;
+
+	if (rts->iov_count > OPX_IOV_LIMIT)
+		return false;
+	/* the context to answer and to pull from is the one that sent it */
+	if (rts->src.lid != h->slid || rts->src.ctx != h->sctx)
+		return false;
+	for (uint32_t i = 0; i < rts->iov_count; i++) {
+		if (rts->iov_len[i] > h->p.u64[0])
+			return false; /* also keeps the sum below from wrapping */
+		sum += rts->iov_len[i];
+	}
+	return sum == h->p.u64[0];
+}
+
+/* A CMA copy with the peer's owner: the process is the one the shim
+ * verified when it mapped the peer, checked again after the copy (its
+ * pid may have been recycled meanwhile).  -ESRCH: no such process. */
+static ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt,
+			    struct iovec *riov, size_t rcnt, size_t len, bool write)
+{
+	pid_t pid, again;
+	ssize_t n;
+
+	if (shim_peer_cma_pid(peer, &pid))
+		return -ESRCH;
+	n = opx_cma_copy(pid, liov, lcnt, riov, rcnt, len, write);
+	if (n >= 0 && (shim_peer_cma_pid(peer, &again) || again != pid))
+		return -ESRCH;
+	return n;
+}
+
 /* Take the free receive slot x for a matched rendezvous message that
  * still needs data from its sender (split copy or pushed data). */
 static void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_req *req,
@@ -457,7 +608,7 @@ static void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct op
 	ep->rndv_rx_free = x->next_free;
 	ep->rndv_rx_busy++;
 	x->busy = true;
-	x->peer = peer;
+	x->peer = shim_peer_get(peer);
 	x->err = 0;
 	x->req = req;
 	x->off = off;
@@ -469,6 +620,8 @@ static void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct op
 	x->data = ux->data;
 	x->pflags = ux->pflags;
 	x->src = ux->src;
+	x->tx_cookie = ux->cookie;
+	x->half = 0;
 }
 
 /* Split copy: the sender writes the second half (CTW) while we read the
@@ -476,23 +629,24 @@ static void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct op
  * this endpoint, so a refused CMA never strands half a message.
  * Returns 0 when started, -FI_EAGAIN when it cannot be (plain pull then). */
 static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-			  struct opx_ux *ux, size_t len)
+			  struct opx_ux *ux, size_t len, struct shim_peer *peer)
 {
 	struct opx_rndv_rx *x = ep->rndv_rx_free;
-	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	size_t half = (len / 2) & ~(size_t)4095;
 	struct opx_ctw_payload w = {0};
 	size_t lcnt, rcnt;
 	ssize_t n;
 
-	if (!x || !peer || !half)
+	if (!x || !half)
 		return -FI_EAGAIN;
 	opx_rndv_rx_take(ep, x, req, off, cap, ux, len, peer);
 	x->ntid = 0;
+	x->rts = ux->rts;
+	x->half = half;
 
 	lcnt = opx_iov_slice(req->iov, req->iov_count, off + half, len - half, liov);
-	w.pid = ep->pid;
+	w.pid = ep->pid; /* diagnostics: the sender writes to its verified record of us */
 	w.iov_count = (uint32_t)lcnt;
 	w.off = half;
 	w.len = len - half;
@@ -505,10 +659,10 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 
 	lcnt = opx_iov_slice(req->iov, req->iov_count, off, half, liov);
 	rcnt = opx_rts_slice(&ux->rts, 0, half, riov);
-	n = opx_cma_copy((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, half, false);
+	n = opx_cma_peer(peer, liov, lcnt, riov, rcnt, half, false);
 	if (n < 0) {
-		OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from pid %u failed: %s\n",
-			 ux->rts.pid, strerror((int)-n));
+		OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from lid %u ctx %u failed: %s\n",
+			 peer->lid, peer->ctx, strerror((int)-n));
 		x->err = FI_EIO;
 	}
 	/* our half is read: the sender may complete once it wrote its own */
@@ -518,28 +672,33 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 }
 
 /* 0 done (completed, DONE sent, or split started), -EPERM/-ENOSYS: CMA
- * not permitted here. */
+ * not permitted here, -ESRCH: no verified process behind the sender's
+ * context (gone, or in another pid namespace). */
 static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 			 struct opx_ux *ux)
 {
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	size_t len = ux->len < cap ? ux->len : cap;
+	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
 	uint32_t status = 0;
+	pid_t pid;
 	int err = 0;
 
+	if (!peer || shim_peer_cma_pid(peer, &pid))
+		return -ESRCH;
 	if (opx_env.rndv_split && len >= opx_env.rndv_split && ep->cma_proven &&
-	    !opx_rndv_split(ep, req, off, cap, ux, len))
+	    !opx_rndv_split(ep, req, off, cap, ux, len, peer))
 		return 0;
 	if (len) {
 		size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, len, liov);
 		size_t rcnt = opx_rts_slice(&ux->rts, 0, len, riov);
-		ssize_t n = opx_cma_copy((pid_t)ux->rts.pid, liov, lcnt, riov, rcnt, len, false);
+		ssize_t n = opx_cma_peer(peer, liov, lcnt, riov, rcnt, len, false);
 
 		if (n == -EPERM || n == -ENOSYS)
 			return (int)n;
 		if (n < 0) {
-			OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from pid %u failed: %s\n",
-				 ux->rts.pid, strerror((int)-n));
+			OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from pid %d failed: %s\n",
+				 (int)pid, strerror((int)-n));
 			err = FI_EIO;
 			status = FI_EIO;
 		} else {
@@ -547,11 +706,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 		}
 	}
 	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
-	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
-	if (peer)
-		opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, status, NULL, 0);
-	else
-		OPX_WARN(FI_LOG_EP_DATA, "cannot answer rendezvous: sender context gone\n");
+	opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, status, NULL, 0);
 	return 0;
 }
 
@@ -559,9 +714,11 @@ static void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x)
 {
 	for (uint32_t i = 0; i < x->ntid; i++)
 		shim_tid_release(ep->shim, x->tid[i]);
+	shim_peer_close(x->peer);
+	x->peer = NULL;
 	ep->rndv_rx_busy--;
 	x->busy = false;
-	x->gen++;
+	x->gen = opx_rndv_gen(ep, x->gen);
 	x->next_free = ep->rndv_rx_free;
 	ep->rndv_rx_free = x;
 }
@@ -578,7 +735,7 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, expect, liov);
 	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
 
-	if (!peer) {
+	if (!peer || !shim_peer_alive(peer)) {
 		OPX_WARN(FI_LOG_EP_DATA, "rendezvous sender context gone\n");
 		opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src,
 				FI_EIO);
@@ -619,10 +776,16 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 		rc = opx_rndv_pull(ep, req, off, cap, ux);
 		if (!rc)
 			return 0;
-		OPX_WARN(FI_LOG_EP_DATA,
-			 "cross memory attach not permitted (%s): using the SDMA/TID path\n",
-			 strerror(-rc));
-		ep->cma_ok = false;
+		if (rc == -ESRCH) {
+			/* this sender only: push it (or fail it if it is gone) */
+			OPX_INFO(FI_LOG_EP_DATA, "no verified process behind lid %u ctx %u: push\n",
+				 ux->rts.src.lid, ux->rts.src.ctx);
+		} else {
+			OPX_WARN(FI_LOG_EP_DATA,
+				 "cross memory attach not permitted (%s): using the SDMA/TID path\n",
+				 strerror(-rc));
+			ep->cma_ok = false;
+		}
 	}
 	rc = opx_rndv_cts(ep, req, off, cap, ux);
 	if (rc) {
@@ -643,10 +806,14 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 
 	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
 	    ep->rndv_rx[idx].gen != (h->tag >> 32) || !(e->rhf & SHIM_RHF_TID)) {
-		opx_rx_drop(ep, "DATA for an unknown receive");
+		opx_rndv_stray(ep, "DATA for an unknown receive");
 		return 0;
 	}
 	x = &ep->rndv_rx[idx];
+	if (!opx_rndv_from(h, x->peer)) {
+		opx_rndv_stray(ep, "DATA from another peer");
+		return 0;
+	}
 	for (uint32_t i = 0; i < x->ntid; i++)
 		ours |= x->tid[i] == h->p.u32[0];
 	if (!ours || x->placed + h->paylen > x->expect || shim_ctx_tid_place(ep->shim, e)) {
@@ -662,7 +829,11 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 	return 0;
 }
 
-/* Sender: write our part of a split copy into the receiver's buffer. */
+/* Sender: write our part of a split copy into the receiver's buffer.  The
+ * only process written to is the receiver of this send as the shim
+ * verified it, never a pid from the packet; one CTW per send.  When the write is refused (the receiver is not
+ * dumpable, Yama...), WDONE says so and the receiver pulls that part
+ * itself; the send then completes on its second DONE. */
 static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
@@ -673,7 +844,11 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	size_t lcnt;
 
 	if (!t || t->cts_ntid || h->paylen != sizeof(w)) {
-		opx_rx_drop(ep, "CTW for an unknown send");
+		opx_rndv_stray(ep, "CTW for an unknown send");
+		return 0;
+	}
+	if (!opx_rndv_from(h, t->peer) || t->ctw_seen) {
+		opx_rndv_stray(ep, "CTW from another peer, or repeated");
 		return 0;
 	}
 	memcpy(&w, pay, sizeof(w));
@@ -684,26 +859,35 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	for (uint32_t i = 0; i < w.iov_count; i++) {
 		riov[i].iov_base = (void *)(uintptr_t)w.iov_base[i];
 		riov[i].iov_len = w.iov_len[i];
-		sum += w.iov_len[i];
+		if (w.iov_len[i] > w.len)
+			sum = UINT64_MAX; /* and no wrap below */
+		else if (sum != UINT64_MAX)
+			sum += w.iov_len[i];
 	}
 	if (sum != w.len) {
 		opx_rx_drop(ep, "CTW with inconsistent lengths");
 		return 0;
 	}
+	t->ctw_seen = true;
 	lcnt = opx_iov_slice(t->iov, t->iov_count, w.off, w.len, liov);
 	if (w.len) {
-		ssize_t n = opx_cma_copy((pid_t)w.pid, liov, lcnt, riov, w.iov_count, w.len, true);
+		ssize_t n = opx_cma_peer(t->peer, liov, lcnt, riov, w.iov_count, w.len, true);
 		if (n < 0) {
-			OPX_WARN(FI_LOG_EP_DATA, "cross memory attach write to pid %u failed: %s\n",
-				 w.pid, strerror((int)-n));
-			status = FI_EIO;
+			OPX_INFO(FI_LOG_EP_DATA,
+				 "cross memory attach write to lid %u ctx %u refused (%s): the "
+				 "receiver pulls it\n",
+				 t->peer->lid, t->peer->ctx, strerror((int)-n));
+			status = OPX_WDONE_REFUSED;
+			t->dones_left = 2;
 		}
 	}
 	opx_ctl_send(ep, t->peer, OPX_OP_WDONE, h->p.u64[1], status, NULL, 0);
 	return 0;
 }
 
-/* Receiver: the sender's part of a split copy has landed. */
+/* Receiver: the sender's part of a split copy has landed, or the sender
+ * could not write it and we pull it ourselves (then a second DONE lets
+ * the sender complete). */
 static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 {
 	uint32_t idx = (uint32_t)h->p.u64[0];
@@ -711,12 +895,31 @@ static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 
 	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
 	    ep->rndv_rx[idx].gen != (h->p.u64[0] >> 32) || ep->rndv_rx[idx].ntid) {
-		opx_rx_drop(ep, "WDONE for an unknown receive");
+		opx_rndv_stray(ep, "WDONE for an unknown receive");
 		return 0;
 	}
 	x = &ep->rndv_rx[idx];
-	if (h->p.u32[2])
+	if (!opx_rndv_from(h, x->peer)) {
+		opx_rndv_stray(ep, "WDONE from another peer");
+		return 0;
+	}
+	if (h->p.u32[2] == OPX_WDONE_REFUSED) {
+		struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
+		size_t part = x->expect - x->half;
+		size_t lcnt = opx_iov_slice(x->req->iov, x->req->iov_count, x->off + x->half, part,
+					    liov);
+		size_t rcnt = opx_rts_slice(&x->rts, x->half, part, riov);
+		ssize_t n = opx_cma_peer(x->peer, liov, lcnt, riov, rcnt, part, false);
+
+		if (n < 0) {
+			OPX_WARN(FI_LOG_EP_DATA, "split copy fallback pull failed: %s\n",
+				 strerror((int)-n));
+			x->err = FI_EIO;
+		}
+		opx_ctl_send(ep, x->peer, OPX_OP_DONE, x->tx_cookie, n < 0 ? FI_EIO : 0, NULL, 0);
+	} else if (h->p.u32[2]) {
 		x->err = FI_EIO;
+	}
 	opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags, x->src,
 			x->err);
 	opx_rndv_rx_free(ep, x);
@@ -782,8 +985,11 @@ void opx_rndv_fini(struct opx_ep *ep)
 
 	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
 	{
+		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
+
 		opx_list_remove(it);
-		free(OPX_CONTAINER_OF(it, struct opx_ctl_pend, link));
+		shim_peer_close(p->peer);
+		free(p);
 	}
 	opx_list_foreach_safe(&ep->cts_defer, it, tmp)
 	{
@@ -793,6 +999,13 @@ void opx_rndv_fini(struct opx_ep *ep)
 	if (ep->sdma)
 		shim_sdma_close(ep->sdma);
 	ep->sdma = NULL;
+	/* references of rendezvous that never finished */
+	for (size_t i = 0; ep->rndv && i < OPX_RNDV_SLOTS; i++) {
+		if (ep->rndv[i].busy)
+			shim_peer_close(ep->rndv[i].peer);
+		if (ep->rndv_rx[i].busy)
+			shim_peer_close(ep->rndv_rx[i].peer);
+	}
 	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
 		if (ep->anon[i])
 			shim_peer_close(ep->anon[i]);

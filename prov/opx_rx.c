@@ -306,7 +306,7 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		return -FI_EAGAIN;
 	src = opx_ep_src(ep, h->slid, h->sctx);
 	memcpy(&ux->rts, pay, sizeof(ux->rts));
-	if (ux->rts.iov_count > OPX_IOV_LIMIT) {
+	if (!opx_rndv_rts_ok(h, &ux->rts)) {
 		opx_ux_put(ep, ux);
 		opx_rx_drop_reason(ep, OPX_DROP_RTS);
 		return 0;
@@ -381,6 +381,10 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 				     h->dctx != rx->ctx || (h->flags & ~OPX_PF_MASK) ||
 				     h->paylen > rx->mtu,
 			     0)) {
+		/* a dead sender's hole, filled by the shim: a multi-packet
+		 * message in progress was its, and will never finish */
+		if ((e->rhf & SHIM_RHF_ERR_DEAD) && ep->mp.active)
+			opx_mp_abort(ep);
 		opx_rx_bad_header(ep, e);
 		return 0;
 	}
@@ -449,10 +453,16 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	/* Idle polling must not starve other ranks sharing a core. */
 	if (n) {
 		ep->idle = 0;
-	} else if (++ep->idle >= (uint32_t)opx_env.spin_count) {
+		return;
+	}
+	/* A dead sender's hole is looked for every 64 empty polls (cheap: two
+	 * loads when there is none), so blocking waits, which progress once
+	 * per sleep slice, also get past one. */
+	if ((++ep->idle & 63) == 0 && shim_rx_recover(ep->shim) > 0)
+		return; /* filled: poll again */
+	if (ep->idle >= (uint32_t)opx_env.spin_count) {
 		ep->idle = 0;
-		if (ep->rndv_busy || ep->rndv_rx_busy)
-			opx_rndv_check_peers(ep);
+		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */
 		sched_yield();
 	}
 }
