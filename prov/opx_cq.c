@@ -289,10 +289,15 @@ static ssize_t opx_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf
 		buf->err_data = user;
 		buf->err_data_size = n;
 	} else {
-		/* Valid until the next read of this CQ (man fi_cq). */
+		/* Valid until the next read of this CQ (man fi_cq).  Nothing
+		 * was copied to the caller, so err_data_size says 0: an entry
+		 * reused for the next readerr (of this or another CQ) then
+		 * again asks for provider memory instead of handing back our
+		 * buffer as if it were the caller's. */
 		memcpy(priv->err_data, en->data, sizeof(priv->err_data));
 		*buf = en->err.e;
 		buf->err_data = priv->err_data;
+		buf->err_data_size = 0;
 	}
 	opx_lock_release(&cq->domain->lock);
 	free(en);
