@@ -635,6 +635,35 @@ static void eq_teardown(struct objs *o, struct fid_eq *eq)
 	objs_close(o);
 }
 
+/* Issue 10 item 3: fi_trywait(3) takes EQs as well as CQs and counters:
+ * 0 when the EQ is empty (safe to block on its fd), -FI_EAGAIN while an
+ * event is queued; an EQ without a wait object cannot be waited on. */
+static void test_eq_trywait(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_eq *eq, *eq_none;
+	struct fi_eq_attr none_attr = {.wait_obj = FI_WAIT_NONE};
+	struct fi_eq_entry in = {.context = (void *)0x55}, out;
+	struct fid *fids[1];
+	uint32_t event = 0;
+
+	eq_setup(&o, &eq, FI_WAIT_FD);
+	fids[0] = &eq->fid;
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), 0);
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), -FI_EAGAIN);
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(in));
+	assert_ptr_equal(out.context, (void *)0x55);
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), 0);
+
+	assert_int_equal(fi_eq_open(o.fabric, &none_attr, &eq_none, NULL), 0);
+	fids[0] = &eq_none->fid;
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), -FI_EINVAL);
+	assert_int_equal(fi_close(&eq_none->fid), 0);
+	eq_teardown(&o, eq);
+}
+
 static void test_eq_write_read(void **state)
 {
 	(void)state;
@@ -798,6 +827,7 @@ int main(void)
 		cmocka_unit_test(test_mr_bad_args),
 		cmocka_unit_test(test_mr_prov_key),
 		cmocka_unit_test(test_eq_write_read),
+		cmocka_unit_test(test_eq_trywait),
 		cmocka_unit_test(test_eq_readerr),
 		cmocka_unit_test(test_eq_sread),
 		cmocka_unit_test(test_eq_bad_args),
