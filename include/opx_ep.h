@@ -41,6 +41,12 @@ enum opx_opcode {
 	OPX_OP_MAX
 };
 
+/* Internal transmit flag (a bit no fi_* op flag uses): set only by the
+ * fi_inject family, which never generates a send completion.  FI_INJECT
+ * itself only means "the buffer may be reused at once" (fi_msg(3)), so
+ * fi_sendmsg(FI_INJECT) and FI_INJECT in tx op_flags still complete. */
+#define OPX_TX_NO_CQ (1ULL << 62)
+
 /* shim_pkt_hdr.flags */
 #define OPX_PF_TAGGED 0x01u
 #define OPX_PF_CQDATA 0x02u

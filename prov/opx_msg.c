@@ -24,7 +24,7 @@ void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t l
 		opx_cntr_inc_err(ep->send_cntr);
 		return;
 	}
-	if (ep->tx_cq && !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION)))
+	if (ep->tx_cq && !(flags & OPX_TX_NO_CQ) && (!ep->tx_selective || (flags & FI_COMPLETION)))
 		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	opx_cntr_inc(ep->send_cntr);
 }
@@ -218,13 +218,13 @@ static ssize_t opx_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t
 	if (!msg)
 		return -FI_EINVAL;
 	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data,
-			       msg->context, flags, false);
+			       msg->context, flags & ~OPX_TX_NO_CQ, false);
 }
 
 static ssize_t opx_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT, false);
+	return opx_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, false);
 }
 
 static ssize_t opx_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
@@ -240,7 +240,8 @@ static ssize_t opx_injectdata(struct fid_ep *ep, const void *buf, size_t len, ui
 			      fi_addr_t dest)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA,
+	return opx_send_common(ep, &v, 1, dest, 0, data, NULL,
+			       FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA,
 			       false);
 }
 
@@ -304,14 +305,14 @@ static ssize_t opx_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, 
 	if (!msg)
 		return -FI_EINVAL;
 	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
-			       msg->context, flags, true);
+			       msg->context, flags & ~OPX_TX_NO_CQ, true);
 }
 
 static ssize_t opx_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 			   uint64_t tag)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT, true);
+	return opx_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, true);
 }
 
 static ssize_t opx_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
@@ -327,7 +328,8 @@ static ssize_t opx_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, u
 			       fi_addr_t dest, uint64_t tag)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA,
+	return opx_send_common(ep, &v, 1, dest, tag, data, NULL,
+			       FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA,
 			       true);
 }
 

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * test_msg.c - transmit flag semantics of fi_msg(3) / fi_tagged(3) on a
+ * loopback endpoint: FI_INJECT on the *msg calls and in tx op_flags (the
+ * completion still comes; only the fi_inject family suppresses it),
+ * the completion levels (FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE,
+ * FI_DELIVERY_COMPLETE), and FI_SOURCE_ERR.
+ *
+ * Every wait is bounded (TM_WAIT_MS); every received payload is checked.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fixture.h"
+
+#define TM_WAIT_MS 2000
+
+static uint64_t tm_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Read completions for up to ms milliseconds until ctx shows up; every
+ * other completion read is counted in *others.  Returns 0 (found, *out
+ * filled), the positive error of an error completion for ctx, or
+ * -FI_ETIMEDOUT. */
+static int tm_wait(struct fid_cq *cq, void *ctx, int ms, struct fi_cq_tagged_entry *out,
+		   int *others)
+{
+	uint64_t end = tm_now_ms() + (uint64_t)ms;
+	struct fi_cq_tagged_entry e;
+
+	do {
+		ssize_t n = fi_cq_read(cq, &e, 1);
+
+		if (n == 1) {
+			if (e.op_context == ctx) {
+				if (out)
+					*out = e;
+				return 0;
+			}
+			if (others)
+				(*others)++;
+		} else if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee;
+
+			memset(&ee, 0, sizeof(ee));
+			if (fi_cq_readerr(cq, &ee, 0) == 1 && ee.op_context == ctx)
+				return ee.err;
+		}
+	} while (tm_now_ms() <= end);
+	return -FI_ETIMEDOUT;
+}
+
+/* Drain the CQ for ms milliseconds; returns how many entries had ctx. */
+static int tm_count(struct fid_cq *cq, void *ctx, int ms)
+{
+	uint64_t end = tm_now_ms() + (uint64_t)ms;
+	struct fi_cq_tagged_entry e;
+	int n = 0;
+
+	do {
+		if (fi_cq_read(cq, &e, 1) == 1 && e.op_context == ctx)
+			n++;
+	} while (tm_now_ms() <= end);
+	return n;
+}
+
+static void tm_fill(char *buf, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (char)(seed * 31u + i * 7u + 1u);
+}
+
+/* ---------------------------------------------------------------------
+ * Item 4: FI_INJECT on fi_sendmsg / fi_tsendmsg.
+ */
+static void test_sendmsg_inject_completes(void **state)
+{
+	struct fx_env *e = *state;
+	struct fi_context sctx, rctx, sctx2, rctx2;
+	struct fi_cq_tagged_entry ce;
+	char sbuf[12], rbuf[12];
+	struct iovec iov = {.iov_base = sbuf, .iov_len = sizeof(sbuf)};
+	struct fi_msg_tagged tmsg = {.msg_iov = &iov, .iov_count = 1, .addr = e->self,
+				     .tag = 0x4242, .context = &sctx};
+	struct fi_msg msg = {.msg_iov = &iov, .iov_count = 1, .addr = e->self, .context = &sctx2};
+
+	tm_fill(sbuf, sizeof(sbuf), 1);
+	memset(rbuf, 0, sizeof(rbuf));
+	assert_int_equal(fi_trecv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x4242, 0, &rctx),
+			 0);
+	assert_int_equal(fi_tsendmsg(e->ep, &tmsg, FI_INJECT | FI_COMPLETION), 0);
+	memset(sbuf, 0, sizeof(sbuf)); /* FI_INJECT: the buffer is ours again */
+	assert_int_equal(tm_wait(e->cq, &sctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_true(ce.flags & FI_SEND);
+	assert_true(ce.flags & FI_TAGGED);
+	assert_int_equal(tm_wait(e->cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+	tm_fill(sbuf, sizeof(sbuf), 1);
+	assert_memory_equal(rbuf, sbuf, sizeof(sbuf));
+
+	/* untagged, FI_INJECT without FI_COMPLETION (no selective completion) */
+	tm_fill(sbuf, sizeof(sbuf), 2);
+	assert_int_equal(fi_recv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &rctx2), 0);
+	assert_int_equal(fi_sendmsg(e->ep, &msg, FI_INJECT), 0);
+	assert_int_equal(tm_wait(e->cq, &sctx2, TM_WAIT_MS, &ce, NULL), 0);
+	assert_true(ce.flags & FI_SEND);
+	assert_true(ce.flags & FI_MSG);
+	assert_int_equal(tm_wait(e->cq, &rctx2, TM_WAIT_MS, &ce, NULL), 0);
+	assert_memory_equal(rbuf, sbuf, sizeof(sbuf));
+
+	/* the fi_inject family still has no send completion */
+	assert_int_equal(fi_trecv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x43, 0, &rctx), 0);
+	assert_int_equal(fi_tinject(e->ep, sbuf, sizeof(sbuf), e->self, 0x43), 0);
+	assert_int_equal(tm_wait(e->cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(tm_count(e->cq, NULL, 50), 0);
+}
+
+/* ---------------------------------------------------------------------
+ * Item 9: FI_INJECT as a default tx op flag.
+ */
+/* A second endpoint on the fixture's domain and AV with its own CQ,
+ * opened from info; *addr is its fi_addr in the AV. */
+static void tm_ep_open(struct fx_env *e, struct fi_info *info, struct fid_ep **ep,
+		       struct fid_cq **cq, fi_addr_t *addr)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	char name[64];
+	size_t len = sizeof(name);
+
+	assert_int_equal(fi_cq_open(e->domain, &cq_attr, cq, NULL), 0);
+	assert_int_equal(fi_endpoint(e->domain, info, ep, NULL), 0);
+	assert_int_equal(fi_ep_bind(*ep, &(*cq)->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(*ep, &e->av->fid, 0), 0);
+	assert_int_equal(fi_enable(*ep), 0);
+	assert_int_equal(fi_getname(&(*ep)->fid, name, &len), 0);
+	assert_int_equal(fi_av_insert(e->av, name, 1, addr, 0, NULL), 1);
+}
+
+static void test_inject_op_flag(void **state)
+{
+	struct fx_env *e = *state;
+	struct fi_provider *prov = fx_prov();
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct fid_ep *ep;
+	struct fid_cq *cq;
+	fi_addr_t self;
+	struct fi_context sctx, rctx;
+	struct fi_cq_tagged_entry ce;
+	char *sbuf, *rbuf;
+	size_t inject;
+	uint64_t flags = FI_TRANSMIT;
+
+	assert_non_null(hints);
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_TAGGED;
+	hints->tx_attr->op_flags = FI_INJECT;
+	assert_int_equal(prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	assert_true(info->tx_attr->op_flags & FI_INJECT);
+	inject = info->tx_attr->inject_size;
+	assert_true(inject > 0);
+
+	tm_ep_open(e, info, &ep, &cq, &self);
+	assert_int_equal(fi_control(&ep->fid, FI_GETOPSFLAG, &flags), 0);
+	assert_true(flags & FI_INJECT);
+	sbuf = calloc(1, inject + 1);
+	rbuf = calloc(1, inject + 1);
+	assert_non_null(sbuf);
+	assert_non_null(rbuf);
+
+	/* up to inject_size: sent, the buffer reusable at once, completed */
+	tm_fill(sbuf, inject, 3);
+	assert_int_equal(fi_trecv(ep, rbuf, inject, NULL, FI_ADDR_UNSPEC, 9, 0, &rctx), 0);
+	assert_int_equal(fi_tsend(ep, sbuf, inject, NULL, self, 9, &sctx), 0);
+	memset(sbuf, 0, inject);
+	assert_int_equal(tm_wait(cq, &sctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(tm_wait(cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(ce.len, inject);
+	tm_fill(sbuf, inject, 3);
+	assert_memory_equal(rbuf, sbuf, inject);
+
+	/* above inject_size: -FI_EMSGSIZE, nothing sent */
+	assert_int_equal(fi_tsend(ep, sbuf, inject + 1, NULL, self, 9, &sctx), -FI_EMSGSIZE);
+	assert_int_equal(tm_count(cq, &sctx, 20), 0);
+
+	free(sbuf);
+	free(rbuf);
+	assert_int_equal(fi_close(&ep->fid), 0);
+	assert_int_equal(fi_close(&cq->fid), 0);
+	fi_freeinfo(info);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_sendmsg_inject_completes, fx_setup,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_inject_op_flag, fx_setup, fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
