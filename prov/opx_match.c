@@ -185,7 +185,9 @@ size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size
 	*cap = req->len - req->used;
 	req->used += len < *cap ? len : *cap;
 	req->inflight++;
-	if (!req->unlinked && req->len - req->used < ep->min_multi_recv) {
+	/* a full buffer is released even with FI_OPT_MIN_MULTI_RECV 0: a
+	 * message claiming 0 bytes of it would complete with length 0 */
+	if (!req->unlinked && (req->len - req->used < ep->min_multi_recv || req->used == req->len)) {
 		opx_list_remove(&req->link);
 		req->unlinked = true;
 	}
@@ -206,6 +208,19 @@ static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size
 	if (ep->rx_cq && want_cq)
 		opx_cq_report_locked(ep->rx_cq, context, flags, len, buf, data, tag, src);
 	opx_cntr_inc(ep->recv_cntr);
+}
+
+/* The release of a multi-receive buffer reported on its own: fi_cq(3)
+ * gives it FI_MULTI_RECV alone (no FI_RECV: it carries no data, and a
+ * data completion never has length 0 unless a 0-byte message was sent),
+ * buf at the start of the buffer.  Always reported: the application
+ * needs it to repost, whatever its selective-completion settings. */
+static void opx_multi_release(struct opx_ep *ep, struct opx_rx_req *req)
+{
+	if (ep->rx_cq)
+		opx_cq_report_locked(ep->rx_cq, req->context, FI_MULTI_RECV, 0,
+				     req->iov_count ? req->iov[0].iov_base : NULL, 0, 0,
+				     FI_ADDR_NOTAVAIL);
 }
 
 void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
@@ -230,9 +245,19 @@ void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size
 	}
 	if (!err && msg_len > cap)
 		err = FI_ETRUNC;
+	/* The release rides on this completion unless that one is
+	 * suppressed (selective completion) or an error entry: then it is
+	 * reported on its own, after it. */
+	bool release = flags & FI_MULTI_RECV;
+	bool release_apart = release && (err || !want);
+
+	if (release_apart)
+		flags &= ~FI_MULTI_RECV;
 	opx_rx_report(ep, req->context, flags, got, buf, data, (pflags & OPX_PF_TAGGED) ? tag : 0, src,
 		      want, err, msg_len > got ? msg_len - got : 0);
-	if (!multi || (flags & FI_MULTI_RECV))
+	if (release_apart)
+		opx_multi_release(ep, req);
+	if (!multi || release)
 		opx_req_put(ep, req);
 }
 
@@ -379,8 +404,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		req->inflight--;
 		if (req->unlinked && !req->inflight) {
 			/* fully consumed by unexpected messages already reported */
-			opx_rx_report(ep, req->context, FI_RECV | FI_MSG | FI_MULTI_RECV, 0,
-				      req->iov[0].iov_base, 0, 0, FI_ADDR_NOTAVAIL, true, 0, 0);
+			opx_multi_release(ep, req);
 			opx_req_put(ep, req);
 		}
 		return 0;
