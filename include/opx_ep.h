@@ -186,6 +186,7 @@ struct opx_ep {
 	struct shim_ctx *shim;
 	struct shim_rx *rx;
 	struct shim_addr addr;
+	uint16_t svc_port;  /* service claimed in the shim registry (host order), 0: none */
 	uint32_t pid;
 
 	/* transmit */

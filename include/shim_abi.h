@@ -288,6 +288,21 @@ void shim_peer_close(struct shim_peer *peer);
 bool shim_peer_alive(const struct shim_peer *peer); /* owner still running */
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 
+/* Service registry (shim_svc.c): the endpoint that serves a port (host
+ * order) for this uid on this host, so fi_getinfo(node, service) names
+ * an endpoint the way IP does.  claim: 0, -EADDRINUSE while a live
+ * endpoint holds the port (a dead holder's entry is taken over).
+ * release: only while the entry still names addr.  lookup: 0 with the
+ * holder's address, -ENOENT when no live endpoint serves the port. */
+int shim_svc_claim(struct shim_dev *dev, uint16_t port, const struct shim_addr *addr);
+void shim_svc_release(struct shim_dev *dev, uint16_t port, const struct shim_addr *addr);
+int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr);
+/* This host's IPv4 address (network order): the first interface that is
+ * up and not loopback, else 127.0.0.1; and whether ipv4 is one of ours
+ * (any loopback address is). */
+uint32_t shim_host_ipv4(void);
+bool shim_host_has_ipv4(uint32_t ipv4);
+
 /* Error mapping from the shim's -errno to strings for logs. */
 const char *shim_strerror(int err);
 

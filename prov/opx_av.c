@@ -16,6 +16,7 @@
  * Locking: every API entry point takes domain->lock; the _locked helpers
  * are called by the endpoint with it held.
  */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,36 @@ static bool opx_av_addr_ok(const struct shim_addr *a)
 	return a->lid != 0 && a->ctx < SHIM_MAX_CTXTS && a->unit < SHIM_MAX_UNITS;
 }
 
+/* An address from fi_getinfo(node, service) without FI_SOURCE: a host
+ * and a port, no receive context yet (lid 0). */
+static bool opx_av_addr_unresolved(const struct shim_addr *a)
+{
+	return a->lid == 0 && a->udp_port != 0;
+}
+
+/* The endpoint serving an unresolved address's port on this host, from
+ * the shim's service registry.  -FI_EADDRNOTAVAIL when nothing serves it
+ * here (another host waits for the udp wire). */
+static int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct shim_addr *out)
+{
+	struct shim_dev *dev = av->domain->fabric->dev;
+	uint16_t port = ntohs(a->udp_port);
+	int rc;
+
+	if (a->host_id != shim_dev_host_id(dev)) {
+		OPX_WARN(FI_LOG_AV, "insert: %s:%u is not on this host (no udp wire yet)\n",
+			 inet_ntoa((struct in_addr){.s_addr = a->ipv4}), (unsigned)port);
+		return -FI_EADDRNOTAVAIL;
+	}
+	rc = shim_svc_lookup(dev, port, out);
+	if (rc) {
+		OPX_WARN(FI_LOG_AV, "insert: no endpoint serves port %u on this host: %s\n",
+			 (unsigned)port, shim_strerror(rc));
+		return -FI_EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
 static int opx_av_grow(struct opx_av *av, size_t need)
 {
 	size_t size = av->size;
@@ -211,7 +242,7 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
 	const struct shim_addr *in = addr;
 	int *sync_err = (flags & FI_SYNC_ERR) ? context : NULL;
-	int inserted = 0;
+	int inserted = 0, unresolved = 0;
 	int ret;
 
 	if (flags & ~(FI_MORE | FI_SYNC_ERR))
@@ -244,7 +275,19 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 
 	for (size_t i = 0; i < count; i++) {
 		const struct shim_addr *a = &in[i];
+		struct shim_addr resolved;
 
+		if (opx_av_addr_unresolved(a)) {
+			if (opx_av_resolve(av, a, &resolved)) {
+				if (fi_addr)
+					fi_addr[i] = FI_ADDR_NOTAVAIL;
+				if (sync_err)
+					sync_err[i] = FI_EADDRNOTAVAIL;
+				unresolved++;
+				continue;
+			}
+			a = &resolved;
+		}
 		if (!opx_av_addr_ok(a)) {
 			OPX_INFO(FI_LOG_AV, "insert: invalid address lid %u ctx %u unit %u\n",
 				 a->lid, a->ctx, a->unit);
@@ -267,7 +310,8 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 			sync_err[i] = 0;
 		inserted++;
 	}
-	ret = inserted;
+	/* nothing inserted because nothing serves the address: say so */
+	ret = (!inserted && unresolved) ? -FI_EADDRNOTAVAIL : inserted;
 unlock:
 	opx_lock_release(&av->domain->lock);
 	return ret;
