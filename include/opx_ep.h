@@ -38,6 +38,9 @@ enum opx_opcode {
 	OPX_OP_CTW,         /* receiver asks the sender to write a part with CMA:
 			       p.u64[0] = cookie, p.u64[1] = rx cookie */
 	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status */
+	OPX_OP_EAGER_DC,    /* whole message, FI_DELIVERY_COMPLETE: p.u64[0] = cookie; eager
+			       payload = struct shim_addr of the sender + data.  The
+			       receiver answers DONE(cookie) once the data is placed. */
 	OPX_OP_MAX
 };
 
@@ -89,6 +92,7 @@ struct opx_ux {
 	uint8_t pflags;   /* OPX_PF_* */
 	bool rndv;
 	bool discard;               /* FI_DISCARD while packets still arrive */
+	bool ack;                   /* delivery complete: DONE(cookie) to rts.src once placed */
 	struct opx_rx_req *waiting; /* matched before the last packet arrived */
 	size_t waiting_off;         /* offset in waiting's buffer (multi-recv) */
 	size_t waiting_cap;         /* bytes that fit there */
@@ -273,6 +277,17 @@ void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
 int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
 void opx_rndv_progress(struct opx_ep *ep);
 void opx_rndv_check_peers(struct opx_ep *ep);
+/* FI_DELIVERY_COMPLETE eager sends (opx_msg.c) use a rendezvous send slot
+ * that the receiver's DONE completes: get one (-EAGAIN when none is
+ * free), put it back unused (no completion), and, on the receiving side,
+ * answer a sender with DONE(cookie). */
+int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, uint64_t flags,
+		    size_t len, fi_addr_t dest, uint64_t *cookie);
+void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie);
+void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, uint64_t cookie);
+
+/* opx_msg.c: the receive side of OPX_OP_EAGER_DC */
+int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
 static inline bool opx_rndv_pending(const struct opx_ep *ep)
 {

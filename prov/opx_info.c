@@ -50,7 +50,9 @@ struct fi_provider *fi_prov_ini(void);
  * udp wires are both always present in the model. */
 #define OPX_FREE_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 
-#define OPX_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+#define OPX_TX_OP_FLAGS                                                                            \
+	(FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                   \
+	 FI_DELIVERY_COMPLETE)
 #define OPX_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 
 /* Probe the device: the unit this process would use, or a -FI_E* code.

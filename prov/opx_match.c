@@ -280,6 +280,8 @@ void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux
 	}
 	opx_iov_copy_to(req->iov, req->iov_count, off, ux->buf, ux->len < cap ? ux->len : cap);
 	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, 0);
+	if (ux->ack) /* delivery complete: the data is placed now */
+		opx_rndv_ack(ep, &ux->rts.src, ux->src, ux->cookie);
 	opx_ux_put(ep, ux);
 }
 
@@ -292,6 +294,8 @@ static void opx_ux_discard(struct opx_ep *ep, struct opx_ux *ux)
 	} else if (ux->rcvd < ux->len) {
 		ux->discard = true; /* freed by the reassembly */
 	} else {
+		if (ux->ack) /* consumed by the application: the sender completes */
+			opx_rndv_ack(ep, &ux->rts.src, ux->src, ux->cookie);
 		opx_ux_put(ep, ux);
 	}
 }

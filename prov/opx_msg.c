@@ -94,6 +94,98 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 	return 0;
 }
 
+/* ---------------------------------------------------------------------
+ * FI_DELIVERY_COMPLETE.  Only sends that ask for it pay: a message that
+ * fits one packet together with the sender's address goes as
+ * OPX_OP_EAGER_DC and completes when the receiver's DONE says the data
+ * was placed in a receive buffer (a rendezvous send slot waits for it, so
+ * a receiver that dies fails the send like a rendezvous); larger
+ * messages go by rendezvous, whose DONE already means placed.  FI_INJECT
+ * with delivery completion is limited to what fits the packet.
+ */
+static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_peer *peer,
+						 const struct iovec *iov, size_t cnt, size_t len,
+						 uint64_t tag, uint64_t data, uint8_t pflags,
+						 void *context, uint64_t flags, fi_addr_t dest)
+{
+	struct shim_pio_resv r;
+	struct shim_rhq_entry *e;
+	uint64_t cookie;
+	int rc;
+
+	if (len + sizeof(struct shim_addr) > peer->mtu) {
+		if (flags & FI_INJECT)
+			return -EMSGSIZE;
+		return opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context, flags,
+				     dest);
+	}
+	rc = opx_rndv_dc_get(ep, peer, context, flags, len, dest, &cookie);
+	if (rc)
+		return rc;
+	rc = shim_pio_reserve(peer, 1, (uint32_t)(len + sizeof(struct shim_addr)), &r);
+	if (rc) {
+		opx_rndv_dc_put(ep, cookie);
+		return rc;
+	}
+	memcpy(r.egr, &ep->addr, sizeof(ep->addr));
+	opx_gather(r.egr + sizeof(ep->addr), iov, cnt, len);
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER_DC, pflags,
+		     (uint32_t)(len + sizeof(struct shim_addr)), 0, tag, data);
+	e->hdr.p.u64[0] = cookie;
+	e->hdr.p.u64[1] = 0;
+	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+	return 0;
+}
+
+/* Receive side: deliver like an eager packet, then acknowledge once the
+ * data is in a receive buffer (at once, or when an unexpected copy is
+ * matched later: opx_ux_deliver / FI_DISCARD send the DONE then). */
+int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	bool tagged = h->flags & OPX_PF_TAGGED;
+	struct shim_addr from;
+	struct opx_rx_req *req;
+	struct opx_ux *ux;
+	fi_addr_t src;
+	size_t len, cap, off;
+
+	if (h->paylen < sizeof(from)) {
+		opx_rx_drop(ep, "delivery-complete packet without a sender address");
+		return 0;
+	}
+	memcpy(&from, pay, sizeof(from));
+	if (from.lid != h->slid || from.ctx != h->sctx) {
+		opx_rx_drop(ep, "delivery-complete sender address does not match the header");
+		return 0;
+	}
+	pay += sizeof(from);
+	len = h->paylen - sizeof(from);
+	src = opx_ep_src(ep, h->slid, h->sctx);
+	req = opx_match_posted(ep, tagged, h->tag, src);
+	if (req) {
+		off = opx_req_claim(ep, req, len, &cap);
+		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
+		opx_rx_complete(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
+		opx_rndv_ack(ep, &from, src, h->p.u64[0]);
+		return 0;
+	}
+	ux = opx_ux_get(ep, len);
+	if (!ux)
+		return -FI_EAGAIN;
+	ux->tag = h->tag;
+	ux->data = h->data;
+	ux->src = src;
+	ux->pflags = h->flags;
+	ux->rcvd = len;
+	memcpy(ux->buf, pay, len);
+	ux->ack = true;
+	ux->rts.src = from;
+	ux->cookie = h->p.u64[0];
+	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	return 0;
+}
+
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
 {
@@ -121,7 +213,10 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 
 	flags |= tagged ? FI_TAGGED : FI_MSG;
 	for (int attempt = 0;; attempt++) {
-		if (len <= opx_env.eager_max)
+		if (__builtin_expect(flags & FI_DELIVERY_COMPLETE, 0))
+			rc = opx_send_dc(ep, peer, iov, cnt, len, tag, data, pflags, context, flags,
+					 dest);
+		else if (len <= opx_env.eager_max)
 			rc = opx_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
 		else
 			rc = opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context,
@@ -133,7 +228,8 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	}
 	if (__builtin_expect(rc, 0))
 		return rc == -EAGAIN ? -FI_EAGAIN : opx_err_from_shim(rc);
-	if (len <= opx_env.eager_max)
+	/* delivery-complete and rendezvous sends complete when DONE arrives */
+	if (len <= opx_env.eager_max && !(flags & FI_DELIVERY_COMPLETE))
 		opx_ep_tx_report(ep, context, flags, len, 0);
 	return 0;
 }

@@ -197,12 +197,120 @@ static void test_inject_op_flag(void **state)
 	fi_freeinfo(info);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 7: FI_DELIVERY_COMPLETE.
+ */
+/* Sender ep2 (its own CQ, FI_DELIVERY_COMPLETE in tx op_flags from the
+ * hints) to the fixture's endpoint, which posts its receive late: the
+ * send must not complete while the message sits unexpected (received but
+ * not placed), and must complete once the receive is posted.  Every
+ * protocol size: one packet with the sender's address, and above that
+ * rendezvous. */
+static void test_delivery_complete(void **state)
+{
+	static const size_t sizes[] = {0, 1, 16, 17, 1000, 8192 - 32, 8192 - 31, 8192, 100000};
+	struct fx_env *e = *state;
+	struct fi_provider *prov = fx_prov();
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	struct fid_ep *ep2;
+	struct fid_cq *cq2;
+	fi_addr_t a2;
+	struct fi_cq_tagged_entry ce;
+	char *sbuf = malloc(100000), *rbuf = malloc(100000);
+
+	assert_non_null(hints);
+	assert_non_null(sbuf);
+	assert_non_null(rbuf);
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_TAGGED | FI_MSG;
+	hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+	assert_int_equal(prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, &info), 0);
+	fi_freeinfo(hints);
+	assert_true(info->tx_attr->op_flags & FI_DELIVERY_COMPLETE);
+	tm_ep_open(e, info, &ep2, &cq2, &a2);
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t len = sizes[k];
+		struct fi_context sctx, rctx;
+		uint64_t tag = 0x100 + k;
+
+		tm_fill(sbuf, len, (unsigned)k);
+		memset(rbuf, 0, len + 1);
+		assert_int_equal(fi_tsend(ep2, sbuf, len, NULL, e->self, tag, &sctx), 0);
+		/* the receiver progresses (the message arrives, unexpected) but
+		 * nothing is placed yet: no send completion */
+		for (int i = 0; i < 20; i++) {
+			(void)fi_cq_read(e->cq, &ce, 0);
+			assert_int_equal(tm_count(cq2, &sctx, 2), 0);
+		}
+		assert_int_equal(fi_trecv(e->ep, rbuf, len, NULL, FI_ADDR_UNSPEC, tag, 0, &rctx), 0);
+		/* receive completion first, then the sender's (a split
+		 * rendezvous needs the sender's progress too: count 0 reads
+		 * progress without taking completions) */
+		{
+			uint64_t end = tm_now_ms() + TM_WAIT_MS;
+			int rc = -FI_ETIMEDOUT;
+
+			while (rc && tm_now_ms() <= end) {
+				(void)fi_cq_read(cq2, &ce, 0);
+				rc = tm_wait(e->cq, &rctx, 1, &ce, NULL);
+			}
+			if (rc)
+				fail_msg("no receive completion for %zu bytes", len);
+		}
+		assert_int_equal(ce.len, len);
+		assert_memory_equal(rbuf, sbuf, len);
+		{
+			uint64_t end = tm_now_ms() + TM_WAIT_MS;
+			int rc = -FI_ETIMEDOUT;
+
+			while (rc && tm_now_ms() <= end) {
+				(void)fi_cq_read(e->cq, &ce, 0); /* the receiver sends DONE */
+				rc = tm_wait(cq2, &sctx, 1, &ce, NULL);
+			}
+			assert_int_equal(rc, 0);
+		}
+		assert_true(ce.flags & FI_SEND);
+	}
+
+	/* posted first: completes once delivered; per-call flag on fi_tsendmsg,
+	 * with FI_INJECT (buffer reused at once) */
+	{
+		struct fi_context sctx, rctx;
+		struct iovec iov = {.iov_base = sbuf, .iov_len = 100};
+		struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1, .addr = e->self,
+					  .tag = 0x77, .context = &sctx};
+		uint64_t end = tm_now_ms() + TM_WAIT_MS;
+		int rc = -FI_ETIMEDOUT;
+
+		tm_fill(sbuf, 100, 99);
+		assert_int_equal(fi_trecv(e->ep, rbuf, 100, NULL, FI_ADDR_UNSPEC, 0x77, 0, &rctx), 0);
+		assert_int_equal(fi_tsendmsg(ep2, &m, FI_DELIVERY_COMPLETE | FI_INJECT), 0);
+		memset(sbuf, 0, 100);
+		while (rc && tm_now_ms() <= end) {
+			(void)fi_cq_read(e->cq, &ce, 0);
+			rc = tm_wait(cq2, &sctx, 1, &ce, NULL);
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(tm_wait(e->cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+		tm_fill(sbuf, 100, 99);
+		assert_memory_equal(rbuf, sbuf, 100);
+	}
+
+	free(sbuf);
+	free(rbuf);
+	assert_int_equal(fi_close(&ep2->fid), 0);
+	assert_int_equal(fi_close(&cq2->fid), 0);
+	fi_freeinfo(info);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_sendmsg_inject_completes, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_inject_op_flag, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_delivery_complete, fx_setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
