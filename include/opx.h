@@ -230,6 +230,11 @@ int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 /* fid control command answered by opx CQs and counters: fi_trywait for
  * that one object (0, -FI_EAGAIN, -FI_EINVAL without a wait object). */
 #define OPX_CTL_TRYWAIT ((int)(FI_PROV_SPECIFIC | 0x7477u))
+/* fid control command for poll sets (opx_poll.c), after progress: a CQ
+ * returns 1 when it has completions or an error to read, else 0; a
+ * counter returns 0 and stores value + error count in *(uint64_t *)arg. */
+#define OPX_CTL_POLL ((int)(FI_PROV_SPECIFIC | 0x706cu))
+int opx_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr, struct fid_poll **pollset);
 
 /* ---------------------------------------------------------------------
  * Completion queue.  A power-of-two ring of full entries that grows when

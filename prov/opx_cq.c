@@ -479,6 +479,15 @@ static int opx_cq_control(struct fid *fid, int command, void *arg)
 		return 0;
 	case OPX_CTL_TRYWAIT:
 		return opx_cq_trywait(cq);
+	case OPX_CTL_POLL: {
+		int ready;
+
+		opx_lock_acquire(&cq->domain->lock);
+		opx_pset_progress_locked(&cq->pset);
+		ready = cq->tail != cq->head || !opx_list_empty(&cq->err_list);
+		opx_lock_release(&cq->domain->lock);
+		return ready;
+	}
 	default:
 		return -FI_ENOSYS;
 	}
