@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -193,6 +194,57 @@ int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr)
 		return -ENOENT; /* a dead holder serves nothing */
 	*addr = cur;
 	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * The address of a context, from its control block.
+ */
+int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr)
+{
+	char name[SHIM_NAME_MAX];
+	const struct shim_rcv_ctl *ctl;
+	struct stat st;
+	int unit = -1, fd, ret;
+
+	if (!dev || !addr || ctx >= SHIM_MAX_CTXTS)
+		return -EINVAL;
+	for (int i = 0; i < dev->num_units; i++) {
+		if (dev->units[i].lid == lid)
+			unit = i;
+	}
+	if (unit < 0)
+		return -ENOENT;
+	ret = shim_name_segment(name, sizeof(name), (uint32_t)geteuid(), (unsigned)unit, ctx);
+	if (ret)
+		return ret;
+	fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (size_t)st.st_size < SHIM_CTL_PAD) {
+		close(fd);
+		return -ENOENT;
+	}
+	ctl = mmap(NULL, sizeof(*ctl), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (ctl == MAP_FAILED)
+		return -errno;
+	ret = -ENOENT;
+	if (ctl->magic == SHIM_CTL_MAGIC && (ctl->abi_version >> 16) == SHIM_ABI_MAJOR &&
+	    atomic_load_explicit(&ctl->ready, memory_order_acquire) && ctl->lid == lid &&
+	    ctl->ctx == ctx && ctl->unit == unit) {
+		memset(addr, 0, sizeof(*addr));
+		addr->host_id = dev->host_id;
+		addr->lid = lid;
+		addr->ctx = ctx;
+		addr->unit = (uint16_t)unit;
+		addr->nonce = ctl->nonce;
+		addr->uid = (uint32_t)geteuid();
+		addr->pid = ctl->owner_pid;
+		ret = 0;
+	}
+	munmap((void *)ctl, sizeof(*ctl));
+	return ret;
 }
 
 /* ---------------------------------------------------------------------

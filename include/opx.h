@@ -48,9 +48,12 @@
 /* Capabilities that really work; fi_getinfo never returns more. */
 #define OPX_CAPS                                                                                   \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |   \
-	 FI_LOCAL_COMM | FI_REMOTE_COMM)
+	 FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR)
+/* Supported, but changes what completions look like: only when asked. */
+#define OPX_CAPS_ASKED_ONLY FI_SOURCE_ERR
 #define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
-#define OPX_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV)
+#define OPX_RX_CAPS                                                                                \
+	(FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE_ERR)
 #define OPX_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW)
 
 extern struct fi_provider opx_prov;
@@ -276,6 +279,11 @@ int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, si
 int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
 			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
 			     int prov_errno, fi_addr_t src);
+/* FI_SOURCE_ERR: a successful receive from a source not in the AV, as an
+ * FI_EADDRNOTAVAIL error entry whose err_data is the source address. */
+int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				 void *buf, uint64_t data, uint64_t tag,
+				 const struct shim_addr *addr);
 int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep);
 void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep);
 

@@ -184,6 +184,7 @@ struct opx_ep {
 	uint64_t rx_op_flags;
 	bool tx_selective;
 	bool rx_selective;
+	bool source_err;    /* FI_SOURCE_ERR: unknown sources as error completions */
 	bool enabled;
 	uint16_t jkey;
 	size_t min_multi_recv;
@@ -319,12 +320,33 @@ static inline struct opx_ep *opx_ep_of(struct fid_ep *f)
 	return OPX_CONTAINER_OF(f, struct opx_ep, ep_fid);
 }
 
+/* FI_SOURCE_ERR: a source not in the AV travels through matching and
+ * delivery as this tag plus (slid, sctx), so the completion can report
+ * it with its address (opx_match.c); it never equals a valid fi_addr_t
+ * and is shown to the application as FI_ADDR_NOTAVAIL anywhere else. */
+#define OPX_SRC_ANON (1ULL << 62)
+#define OPX_SRC_ANON_MAKE(slid, sctx) (OPX_SRC_ANON | ((uint64_t)(slid) << 16) | (sctx))
+
+static inline bool opx_src_is_anon(fi_addr_t src)
+{
+	return src >= OPX_SRC_ANON && src != FI_ADDR_NOTAVAIL;
+}
+
+static inline fi_addr_t opx_src_public(fi_addr_t src)
+{
+	return opx_src_is_anon(src) ? FI_ADDR_NOTAVAIL : src;
+}
+
 static inline fi_addr_t opx_ep_src(struct opx_ep *ep, uint16_t slid, uint16_t sctx)
 {
-	if (slid != ep->last_slid || sctx != ep->last_sctx || ep->last_src == FI_ADDR_NOTAVAIL) {
+	/* an unknown source (NOTAVAIL or anon) is looked up again: it may
+	 * have been inserted since */
+	if (slid != ep->last_slid || sctx != ep->last_sctx || ep->last_src >= OPX_SRC_ANON) {
 		ep->last_slid = slid;
 		ep->last_sctx = sctx;
 		ep->last_src = opx_av_src_locked(ep->av, slid, sctx);
+		if (__builtin_expect(ep->last_src == FI_ADDR_NOTAVAIL && ep->source_err, 0))
+			ep->last_src = OPX_SRC_ANON_MAKE(slid, sctx);
 	}
 	return ep->last_src;
 }

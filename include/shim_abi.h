@@ -297,6 +297,11 @@ void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 int shim_svc_claim(struct shim_dev *dev, uint16_t port, const struct shim_addr *addr);
 void shim_svc_release(struct shim_dev *dev, uint16_t port, const struct shim_addr *addr);
 int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr);
+/* The address of the receive context (lid, ctx) of this uid on this host
+ * (from the context's own control block: the shim's record, not a
+ * packet's word): 0, or -ENOENT when there is none.  ipv4/udp_port stay
+ * 0: they are the owner's choice and not recorded there. */
+int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr);
 /* This host's IPv4 address (network order): the first interface that is
  * up and not loopback, else 127.0.0.1; and whether ipv4 is one of ours
  * (any loopback address is). */

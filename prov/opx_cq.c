@@ -156,6 +156,35 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 	return 0;
 }
 
+int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				 void *buf, uint64_t data, uint64_t tag,
+				 const struct shim_addr *addr)
+{
+	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
+
+	static_assert(sizeof(*addr) < OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
+	if (!en) {
+		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
+		return -FI_ENOMEM;
+	}
+	en->err.e.op_context = op_context;
+	en->err.e.flags = flags;
+	en->err.e.len = len;
+	en->err.e.buf = buf;
+	en->err.e.data = data;
+	en->err.e.tag = tag;
+	en->err.e.err = FI_EADDRNOTAVAIL;
+	en->err.src = FI_ADDR_NOTAVAIL;
+	/* fi_cq(3): err_data is the source address, in the domain's
+	 * address format, ready for fi_av_insert */
+	memcpy(en->data, addr, sizeof(*addr));
+	en->err.e.err_data = en->data;
+	en->err.e.err_data_size = sizeof(*addr);
+	en->seq = cq->tail;
+	opx_list_insert_tail(&cq->err_list, &en->err.link);
+	return 0;
+}
+
 /* ---------------------------------------------------------------------
  * Consumer side.
  */

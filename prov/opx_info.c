@@ -90,7 +90,7 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 		return NULL;
 	snprintf(name, sizeof(name), "opx_%d", unit);
 
-	fi->caps = OPX_CAPS;
+	fi->caps = OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	fi->mode = 0;
 	fi->addr_format = FI_ADDR_OPX;
 	fi->src_addr = NULL;
@@ -107,7 +107,7 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 	fi->tx_attr->iov_limit = OPX_IOV_LIMIT;
 	fi->tx_attr->rma_iov_limit = 0;
 
-	fi->rx_attr->caps = OPX_RX_CAPS;
+	fi->rx_attr->caps = OPX_RX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = 0;
 	fi->rx_attr->msg_order = OPX_MSG_ORDER;
@@ -253,7 +253,7 @@ static bool opx_check_rx(const struct fi_rx_attr *h, const struct fi_rx_attr *t)
 {
 	if (!h)
 		return true;
-	return opx_check_bits("rx_attr.caps", h->caps, t->caps) &&
+	return opx_check_bits("rx_attr.caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY) &&
 	       opx_check_bits("rx_attr.op_flags", h->op_flags, OPX_RX_OP_FLAGS) &&
 	       opx_check_bits("rx_attr.msg_order", h->msg_order, t->msg_order) &&
 	       opx_check_bits("rx_attr.comp_order", h->comp_order, t->comp_order) &&
@@ -313,8 +313,10 @@ static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_dom
 
 static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t)
 {
-	if (!opx_check_bits("caps", h->caps, t->caps))
+	if (!opx_check_bits("caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY))
 		return false;
+	if ((h->caps & FI_SOURCE_ERR) && !(h->caps & FI_SOURCE))
+		OPX_NOMATCH("caps FI_SOURCE_ERR without FI_SOURCE\n");
 	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_ADDR_OPX)
 		OPX_NOMATCH("addr_format %s (opx uses FI_ADDR_OPX)\n",
 			    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
@@ -331,7 +333,7 @@ static uint64_t opx_caps_select(uint64_t asked)
 	uint64_t caps;
 
 	if (!asked)
-		return OPX_CAPS;
+		return OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	caps = asked;
 	/* No primary capability at all reads as "the defaults". */
 	if (!(caps & OPX_PRIMARY_CAPS))

@@ -194,10 +194,34 @@ size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size
 	return off;
 }
 
+/* FI_SOURCE_ERR: a message received whole from a source not in the AV.
+ * Its address comes from the shim's record of the sending context; if
+ * that is gone already, the completion is an ordinary one from
+ * FI_ADDR_NOTAVAIL. */
+static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, void *context,
+							     uint64_t flags, size_t len, void *buf,
+							     uint64_t data, uint64_t tag,
+							     fi_addr_t src)
+{
+	struct shim_addr a;
+
+	if (!ep->rx_cq || shim_addr_lookup(ep->domain->fabric->dev, (uint16_t)(src >> 16),
+					   (uint16_t)src, &a))
+		return false;
+	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, &a);
+	opx_cntr_inc(ep->recv_cntr); /* the data was received */
+	return true;
+}
+
 static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, void *buf,
 			  uint64_t data, uint64_t tag, fi_addr_t src, bool want_cq, int err,
 			  size_t olen)
 {
+	if (__builtin_expect(opx_src_is_anon(src), 0)) {
+		if (!err && opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))
+			return;
+		src = FI_ADDR_NOTAVAIL;
+	}
 	if (err) {
 		if (ep->rx_cq)
 			opx_cq_report_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, olen,
@@ -320,7 +344,7 @@ static ssize_t opx_recv_peek(struct opx_ep *ep, void *context, uint64_t flags, f
 	if (ep->rx_cq)
 		opx_cq_report_locked(ep->rx_cq, context, cflags, ux->len, NULL,
 				     (ux->pflags & OPX_PF_CQDATA) ? ux->data : 0, tagged ? ux->tag : 0,
-				     ux->src);
+				     opx_src_public(ux->src));
 	if (flags & (FI_CLAIM | FI_DISCARD))
 		opx_list_remove(&ux->link);
 	if (flags & FI_DISCARD)
@@ -340,7 +364,8 @@ static ssize_t opx_recv_claimed(struct opx_ep *ep, struct opx_rx_req *req, uint6
 		uint64_t cflags = FI_RECV | ((ux->pflags & OPX_PF_TAGGED) ? FI_TAGGED : FI_MSG);
 		if (ep->rx_cq && (!ep->rx_selective || (flags & FI_COMPLETION)))
 			opx_cq_report_locked(ep->rx_cq, req->context, cflags, 0, NULL, 0,
-					     (ux->pflags & OPX_PF_TAGGED) ? ux->tag : 0, ux->src);
+					     (ux->pflags & OPX_PF_TAGGED) ? ux->tag : 0,
+					     opx_src_public(ux->src));
 		opx_cntr_inc(ep->recv_cntr);
 		opx_ux_discard(ep, ux);
 		opx_req_put(ep, req);

@@ -304,6 +304,127 @@ static void test_delivery_complete(void **state)
 	fi_freeinfo(info);
 }
 
+/* ---------------------------------------------------------------------
+ * Item 10: FI_SOURCE_ERR.
+ */
+/* A receiver with FI_SOURCE | FI_SOURCE_ERR gets a message from an
+ * endpoint that is not in its AV: fi_cq_readfrom says -FI_EAVAIL, the
+ * error entry is FI_EADDRNOTAVAIL with the data received and err_data
+ * the sender's address, which fi_av_insert takes; the next message from
+ * it is an ordinary completion whose source is the new fi_addr.
+ * Without FI_SOURCE_ERR the source is FI_ADDR_NOTAVAIL, no error. */
+static void test_source_err(void **state)
+{
+	struct fx_env *e = *state;
+	struct fi_provider *prov = fx_prov();
+	struct fi_info *hints = fi_allocinfo(), *info = NULL, *plain = NULL;
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fid_ep *rx, *tx;
+	struct fid_cq *rcq, *tcq;
+	struct fid_av *rav;
+	struct shim_name {
+		uint64_t host_id;
+		uint32_t ipv4;
+		uint16_t udp_port, lid, ctx, unit;
+		uint32_t nonce, uid, pid;
+	} txname, got;
+	size_t len = sizeof(txname);
+	char rxname[64];
+	size_t rxlen = sizeof(rxname);
+	fi_addr_t to_rx, from_tx = FI_ADDR_NOTAVAIL, src;
+	struct fi_cq_tagged_entry ce;
+	struct fi_cq_err_entry ee;
+	struct fi_context rctx, sctx;
+	char sbuf[40], rbuf[40];
+	uint64_t end;
+	ssize_t n;
+
+	assert_non_null(hints);
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = FI_TAGGED | FI_SOURCE | FI_SOURCE_ERR;
+	assert_int_equal(prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, &info), 0);
+	assert_true(info->caps & FI_SOURCE_ERR);
+	hints->caps = FI_TAGGED | FI_SOURCE_ERR; /* must come with FI_SOURCE */
+	assert_int_equal(prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, &plain), -FI_ENODATA);
+	hints->caps = 0; /* never given unasked */
+	assert_int_equal(prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, &plain), 0);
+	assert_false(plain->caps & FI_SOURCE_ERR);
+	fi_freeinfo(plain);
+	fi_freeinfo(hints);
+
+	/* the receiver has an AV of its own that never holds the sender */
+	assert_int_equal(fi_av_open(e->domain, &av_attr, &rav, NULL), 0);
+	assert_int_equal(fi_cq_open(e->domain, &cq_attr, &rcq, NULL), 0);
+	assert_int_equal(fi_endpoint(e->domain, info, &rx, NULL), 0);
+	assert_int_equal(fi_ep_bind(rx, &rcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(rx, &rav->fid, 0), 0);
+	assert_int_equal(fi_enable(rx), 0);
+	assert_int_equal(fi_getname(&rx->fid, rxname, &rxlen), 0);
+	/* the sender uses the fixture's AV */
+	tm_ep_open(e, e->info, &tx, &tcq, &src);
+	assert_int_equal(fi_getname(&tx->fid, &txname, &len), 0);
+	assert_int_equal(fi_av_insert(e->av, rxname, 1, &to_rx, 0, NULL), 1);
+
+	for (int round = 0; round < 2; round++) {
+		tm_fill(sbuf, sizeof(sbuf), 40u + (unsigned)round);
+		memset(rbuf, 0, sizeof(rbuf));
+		assert_int_equal(fi_trecv(rx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 3, 0, &rctx), 0);
+		assert_int_equal(fi_tsend(tx, sbuf, sizeof(sbuf), NULL, to_rx, 3, &sctx), 0);
+		assert_int_equal(tm_wait(tcq, &sctx, TM_WAIT_MS, &ce, NULL), 0);
+		end = tm_now_ms() + TM_WAIT_MS;
+		do
+			n = fi_cq_readfrom(rcq, &ce, 1, &src);
+		while (n == -FI_EAGAIN && tm_now_ms() <= end);
+		if (round == 0) {
+			assert_int_equal(n, -FI_EAVAIL);
+			memset(&ee, 0, sizeof(ee));
+			ee.err_data = &got;
+			ee.err_data_size = sizeof(got);
+			assert_int_equal(fi_cq_readerr(rcq, &ee, 0), 1);
+			assert_int_equal(ee.err, FI_EADDRNOTAVAIL);
+			assert_ptr_equal(ee.op_context, &rctx);
+			assert_int_equal(ee.len, sizeof(sbuf));
+			assert_true(ee.flags & FI_RECV);
+			assert_int_equal(ee.err_data_size, sizeof(got));
+			assert_int_equal(got.host_id, txname.host_id);
+			assert_int_equal(got.lid, txname.lid);
+			assert_int_equal(got.ctx, txname.ctx);
+			assert_int_equal(got.unit, txname.unit);
+			assert_int_equal(got.nonce, txname.nonce);
+			assert_int_equal(fi_av_insert(rav, &got, 1, &from_tx, 0, NULL), 1);
+		} else {
+			assert_int_equal(n, 1);
+			assert_ptr_equal(ce.op_context, &rctx);
+			assert_int_equal(src, from_tx);
+		}
+		assert_memory_equal(rbuf, sbuf, sizeof(sbuf));
+	}
+
+	/* back the other way, to an endpoint without FI_SOURCE_ERR whose AV
+	 * holds the sender: an ordinary completion with its source */
+	tm_fill(sbuf, sizeof(sbuf), 7);
+	assert_int_equal(fi_trecv(tx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 4, 0, &rctx), 0);
+	assert_int_equal(fi_tsend(rx, sbuf, sizeof(sbuf), NULL, from_tx, 4, &sctx), 0);
+	end = tm_now_ms() + TM_WAIT_MS;
+	do {
+		(void)fi_cq_read(rcq, &ce, 0);
+		n = fi_cq_readfrom(tcq, &ce, 1, &src);
+	} while (n == -FI_EAGAIN && tm_now_ms() <= end);
+	assert_int_equal(n, 1);
+	assert_ptr_equal(ce.op_context, &rctx);
+	assert_memory_equal(rbuf, sbuf, sizeof(sbuf));
+	/* tx's AV (the fixture's) holds rx: a real source */
+	assert_int_equal(src, to_rx);
+
+	assert_int_equal(fi_close(&tx->fid), 0);
+	assert_int_equal(fi_close(&tcq->fid), 0);
+	assert_int_equal(fi_close(&rx->fid), 0);
+	assert_int_equal(fi_close(&rcq->fid), 0);
+	assert_int_equal(fi_close(&rav->fid), 0);
+	fi_freeinfo(info);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +432,7 @@ int main(void)
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_inject_op_flag, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_delivery_complete, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_source_err, fx_setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
