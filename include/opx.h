@@ -53,7 +53,8 @@
 #define OPX_CAPS_ASKED_ONLY FI_SOURCE_ERR
 #define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
 #define OPX_RX_CAPS                                                                                \
-	(FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE_ERR)
+	(FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |             \
+	 FI_SOURCE_ERR)
 #define OPX_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW)
 
 extern struct fi_provider opx_prov;

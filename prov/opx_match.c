@@ -187,7 +187,8 @@ size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size
 	req->inflight++;
 	/* a full buffer is released even with FI_OPT_MIN_MULTI_RECV 0: a
 	 * message claiming 0 bytes of it would complete with length 0 */
-	if (!req->unlinked && (req->len - req->used < ep->min_multi_recv || req->used == req->len)) {
+	if (!req->unlinked &&
+	    (req->len - req->used < ep->min_multi_recv || req->used == req->len)) {
 		opx_list_remove(&req->link);
 		req->unlinked = true;
 	}
