@@ -349,6 +349,11 @@ void opx_ep_sleep_disarm(struct opx_ep *ep);
  */
 int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		const struct fi_info *hints, struct fi_info **info);
+/* The unresolved address (lid 0) that node and service name, as in a
+ * dest_addr from fi_getinfo: 0, -FI_ENODATA when either does not
+ * resolve, -FI_EINVAL when one is missing.  fi_av_insert resolves it. */
+int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
+		       uint64_t flags, struct shim_addr *a);
 /* A template fi_info describing everything opx supports. */
 struct fi_info *opx_info_template(void);
 

@@ -317,16 +317,19 @@ unlock:
 	return ret;
 }
 
+/* fi_av_insertsvc: the endpoint serving service on node, found the way
+ * fi_av_insert finds a dest_addr from fi_getinfo(node, service). */
 static int opx_av_insertsvc(struct fid_av *av_fid, const char *node, const char *service,
 			    fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
-	(void)av_fid;
-	(void)node;
-	(void)service;
-	(void)fi_addr;
-	(void)flags;
-	(void)context;
-	return -FI_ENOSYS;
+	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
+	struct shim_addr a;
+	int ret;
+
+	ret = opx_addr_from_node(av->domain->fabric->dev, node, service, 0, &a);
+	if (ret)
+		return ret == -FI_ENODATA ? -FI_EADDRNOTAVAIL : ret;
+	return opx_av_insert(av_fid, &a, 1, fi_addr, flags, context);
 }
 
 static int opx_av_insertsym(struct fid_av *av_fid, const char *node, size_t nodecnt,

@@ -458,6 +458,28 @@ static int opx_info_node(const char *node, uint64_t flags, uint32_t *ipv4)
 	return 0;
 }
 
+int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
+		       uint64_t flags, struct shim_addr *a)
+{
+	uint32_t ipv4;
+	uint16_t port;
+	int ret;
+
+	if (!node || !service)
+		return -FI_EINVAL;
+	ret = opx_info_port(service, &port);
+	if (!ret)
+		ret = opx_info_node(node, flags, &ipv4);
+	if (ret)
+		return ret;
+	memset(a, 0, sizeof(*a));
+	a->host_id = shim_host_has_ipv4(ipv4) ? shim_dev_host_id(dev) : 0;
+	a->ipv4 = ipv4;
+	a->udp_port = htons(port);
+	a->uid = (uint32_t)geteuid();
+	return 0;
+}
+
 static int opx_info_set_addr(void **dst, size_t *dstlen, const struct shim_addr *a)
 {
 	void *p = malloc(sizeof(*a));

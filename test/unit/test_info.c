@@ -539,6 +539,15 @@ static void test_service_claim_resolve(void **state)
 	assert_int_equal(fi_av_lookup(av, fa, &looked, &len), 0);
 	assert_memory_equal(&looked, &name, sizeof(name));
 
+	/* fi_av_insertsvc finds it the same way */
+	fa = FI_ADDR_NOTAVAIL;
+	assert_int_equal(fi_av_insertsvc(av, "127.0.0.1", port, &fa, 0, NULL), 1);
+	len = sizeof(looked);
+	assert_int_equal(fi_av_lookup(av, fa, &looked, &len), 0);
+	assert_memory_equal(&looked, &name, sizeof(name));
+	assert_int_equal(fi_av_insertsvc(av, "no.such.host.invalid", port, &fa, 0, NULL),
+			 -FI_EADDRNOTAVAIL);
+
 	/* closed: the port is free again and resolves to nothing */
 	assert_int_equal(fi_close(&ep->fid), 0);
 	assert_int_equal(fi_av_insert(av, cli->dest_addr, 1, &fa, 0, NULL), -FI_EADDRNOTAVAIL);
