@@ -48,9 +48,13 @@
 /* Capabilities that really work; fi_getinfo never returns more. */
 #define OPX_CAPS                                                                                   \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |   \
-	 FI_LOCAL_COMM | FI_REMOTE_COMM)
+	 FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR)
+/* Supported, but changes what completions look like: only when asked. */
+#define OPX_CAPS_ASKED_ONLY FI_SOURCE_ERR
 #define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
-#define OPX_RX_CAPS (FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV)
+#define OPX_RX_CAPS                                                                                \
+	(FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |             \
+	 FI_SOURCE_ERR)
 #define OPX_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW)
 
 extern struct fi_provider opx_prov;
@@ -256,6 +260,11 @@ int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 /* fid control command answered by opx CQs and counters: fi_trywait for
  * that one object (0, -FI_EAGAIN, -FI_EINVAL without a wait object). */
 #define OPX_CTL_TRYWAIT ((int)(FI_PROV_SPECIFIC | 0x7477u))
+/* fid control command for poll sets (opx_poll.c), after progress: a CQ
+ * returns 1 when it has completions or an error to read, else 0; a
+ * counter returns 0 and stores value + error count in *(uint64_t *)arg. */
+#define OPX_CTL_POLL ((int)(FI_PROV_SPECIFIC | 0x706cu))
+int opx_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr, struct fid_poll **pollset);
 
 /* ---------------------------------------------------------------------
  * Completion queue.  A power-of-two ring of full entries that grows when
@@ -316,6 +325,11 @@ int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, si
 int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
 			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
 			     int prov_errno, fi_addr_t src);
+/* FI_SOURCE_ERR: a successful receive from a source not in the AV, as an
+ * FI_EADDRNOTAVAIL error entry whose err_data is the source address. */
+int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				 void *buf, uint64_t data, uint64_t tag,
+				 const struct shim_addr *addr);
 int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep);
 void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep);
 
@@ -380,6 +394,11 @@ void opx_ep_sleep_disarm(struct opx_ep *ep);
  */
 int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		const struct fi_info *hints, struct fi_info **info);
+/* The unresolved address (lid 0) that node and service name, as in a
+ * dest_addr from fi_getinfo: 0, -FI_ENODATA when either does not
+ * resolve, -FI_EINVAL when one is missing.  fi_av_insert resolves it. */
+int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
+		       uint64_t flags, struct shim_addr *a);
 /* A template fi_info describing everything opx supports. */
 struct fi_info *opx_info_template(void);
 

@@ -40,10 +40,19 @@ enum opx_opcode {
 	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status
 			       (OPX_WDONE_REFUSED: not written, the receiver pulls it
 			       and sends a second DONE) */
+	OPX_OP_EAGER_DC,    /* whole message, FI_DELIVERY_COMPLETE: p.u64[0] = cookie; eager
+			       payload = struct shim_addr of the sender + data.  The
+			       receiver answers DONE(cookie) once the data is placed. */
 	OPX_OP_MAX
 };
 
 #define OPX_WDONE_REFUSED 0xffffu
+
+/* Internal transmit flag (a bit no fi_* op flag uses): set only by the
+ * fi_inject family, which never generates a send completion.  FI_INJECT
+ * itself only means "the buffer may be reused at once" (fi_msg(3)), so
+ * fi_sendmsg(FI_INJECT) and FI_INJECT in tx op_flags still complete. */
+#define OPX_TX_NO_CQ (1ULL << 62)
 
 /* shim_pkt_hdr.flags */
 #define OPX_PF_TAGGED 0x01u
@@ -108,6 +117,7 @@ struct opx_ux {
 	uint8_t pflags;   /* OPX_PF_* */
 	bool rndv;
 	bool discard;               /* FI_DISCARD while packets still arrive */
+	bool ack;                   /* delivery complete: DONE(cookie) to rts.src once placed */
 	struct opx_rx_req *waiting; /* matched before the last packet arrived */
 	size_t waiting_off;         /* offset in waiting's buffer (multi-recv) */
 	size_t waiting_cap;         /* bytes that fit there */
@@ -204,12 +214,14 @@ struct opx_ep {
 	uint64_t rx_op_flags;
 	bool tx_selective;
 	bool rx_selective;
+	bool source_err;    /* FI_SOURCE_ERR: unknown sources as error completions */
 	bool enabled;
 	uint16_t jkey;
 	size_t min_multi_recv;
 	struct shim_ctx *shim;
 	struct shim_rx *rx;
 	struct shim_addr addr;
+	uint16_t svc_port;  /* service claimed in the shim registry (host order), 0: none */
 	uint32_t pid;
 
 	/* transmit */
@@ -322,6 +334,17 @@ void opx_rndv_check_peers(struct opx_ep *ep);
 /* An RTS payload the receiver may act on: its source is the packet's
  * source and its iovec adds up to the message length. */
 bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload *rts);
+/* FI_DELIVERY_COMPLETE eager sends (opx_msg.c) use a rendezvous send slot
+ * that the receiver's DONE completes: get one (-EAGAIN when none is
+ * free), put it back unused (no completion), and, on the receiving side,
+ * answer a sender with DONE(cookie). */
+int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, uint64_t flags,
+		    size_t len, fi_addr_t dest, uint64_t *cookie);
+void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie);
+void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, uint64_t cookie);
+
+/* opx_msg.c: the receive side of OPX_OP_EAGER_DC */
+int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
 static inline bool opx_rndv_pending(const struct opx_ep *ep)
 {
@@ -353,12 +376,33 @@ static inline struct opx_ep *opx_ep_of(struct fid_ep *f)
 	return OPX_CONTAINER_OF(f, struct opx_ep, ep_fid);
 }
 
+/* FI_SOURCE_ERR: a source not in the AV travels through matching and
+ * delivery as this tag plus (slid, sctx), so the completion can report
+ * it with its address (opx_match.c); it never equals a valid fi_addr_t
+ * and is shown to the application as FI_ADDR_NOTAVAIL anywhere else. */
+#define OPX_SRC_ANON (1ULL << 62)
+#define OPX_SRC_ANON_MAKE(slid, sctx) (OPX_SRC_ANON | ((uint64_t)(slid) << 16) | (sctx))
+
+static inline bool opx_src_is_anon(fi_addr_t src)
+{
+	return src >= OPX_SRC_ANON && src != FI_ADDR_NOTAVAIL;
+}
+
+static inline fi_addr_t opx_src_public(fi_addr_t src)
+{
+	return opx_src_is_anon(src) ? FI_ADDR_NOTAVAIL : src;
+}
+
 static inline fi_addr_t opx_ep_src(struct opx_ep *ep, uint16_t slid, uint16_t sctx)
 {
-	if (slid != ep->last_slid || sctx != ep->last_sctx || ep->last_src == FI_ADDR_NOTAVAIL) {
+	/* an unknown source (NOTAVAIL or anon) is looked up again: it may
+	 * have been inserted since */
+	if (slid != ep->last_slid || sctx != ep->last_sctx || ep->last_src >= OPX_SRC_ANON) {
 		ep->last_slid = slid;
 		ep->last_sctx = sctx;
 		ep->last_src = opx_av_src_locked(ep->av, slid, sctx);
+		if (__builtin_expect(ep->last_src == FI_ADDR_NOTAVAIL && ep->source_err, 0))
+			ep->last_src = OPX_SRC_ANON_MAKE(slid, sctx);
 	}
 	return ep->last_src;
 }

@@ -381,6 +381,25 @@ void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
  * SHIM_RHF_ERR_DEAD entries.  Returns the number of entries filled (the
  * caller polls again), 0 when there is nothing to do yet. */
 int shim_rx_recover(struct shim_ctx *ctx);
+/* Service registry (shim_svc.c): the endpoint that serves a port (host
+ * order) for this uid on this host, so fi_getinfo(node, service) names
+ * an endpoint the way IP does.  claim: 0, -EADDRINUSE while a live
+ * endpoint holds the port (a dead holder's entry is taken over).
+ * release: only while the entry still names addr.  lookup: 0 with the
+ * holder's address, -ENOENT when no live endpoint serves the port. */
+int shim_svc_claim(struct shim_dev *dev, uint16_t port, const struct shim_addr *addr);
+void shim_svc_release(struct shim_dev *dev, uint16_t port, const struct shim_addr *addr);
+int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr);
+/* The address of the receive context (lid, ctx) of this uid on this host
+ * (from the context's own control block: the shim's record, not a
+ * packet's word): 0, or -ENOENT when there is none.  ipv4/udp_port stay
+ * 0: they are the owner's choice and not recorded there. */
+int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr);
+/* This host's IPv4 address (network order): the first interface that is
+ * up and not loopback, else 127.0.0.1; and whether ipv4 is one of ours
+ * (any loopback address is). */
+uint32_t shim_host_ipv4(void);
+bool shim_host_has_ipv4(uint32_t ipv4);
 
 /* Error mapping from the shim's -errno to strings for logs. */
 const char *shim_strerror(int err);

@@ -17,6 +17,7 @@
  * are called by the endpoint with it held.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +185,36 @@ static bool opx_av_addr_ok(const struct shim_addr *a)
 	return a->lid != 0 && a->ctx < SHIM_MAX_CTXTS && a->unit < SHIM_MAX_UNITS;
 }
 
+/* An address from fi_getinfo(node, service) without FI_SOURCE: a host
+ * and a port, no receive context yet (lid 0). */
+static bool opx_av_addr_unresolved(const struct shim_addr *a)
+{
+	return a->lid == 0 && a->udp_port != 0;
+}
+
+/* The endpoint serving an unresolved address's port on this host, from
+ * the shim's service registry.  -FI_EADDRNOTAVAIL when nothing serves it
+ * here (another host waits for the udp wire). */
+static int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct shim_addr *out)
+{
+	struct shim_dev *dev = av->domain->fabric->dev;
+	uint16_t port = ntohs(a->udp_port);
+	int rc;
+
+	if (a->host_id != shim_dev_host_id(dev)) {
+		OPX_WARN(FI_LOG_AV, "insert: %s:%u is not on this host (no udp wire yet)\n",
+			 inet_ntoa((struct in_addr){.s_addr = a->ipv4}), (unsigned)port);
+		return -FI_EADDRNOTAVAIL;
+	}
+	rc = shim_svc_lookup(dev, port, out);
+	if (rc) {
+		OPX_WARN(FI_LOG_AV, "insert: no endpoint serves port %u on this host: %s\n",
+			 (unsigned)port, shim_strerror(rc));
+		return -FI_EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
 static int opx_av_grow(struct opx_av *av, size_t need)
 {
 	size_t size = av->size;
@@ -213,7 +244,7 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
 	const struct shim_addr *in = addr;
 	int *sync_err = (flags & FI_SYNC_ERR) ? context : NULL;
-	int inserted = 0;
+	int inserted = 0, unresolved = 0;
 	int ret;
 
 	if (flags & ~(FI_MORE | FI_SYNC_ERR))
@@ -246,7 +277,19 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 
 	for (size_t i = 0; i < count; i++) {
 		const struct shim_addr *a = &in[i];
+		struct shim_addr resolved;
 
+		if (opx_av_addr_unresolved(a)) {
+			if (opx_av_resolve(av, a, &resolved)) {
+				if (fi_addr)
+					fi_addr[i] = FI_ADDR_NOTAVAIL;
+				if (sync_err)
+					sync_err[i] = FI_EADDRNOTAVAIL;
+				unresolved++;
+				continue;
+			}
+			a = &resolved;
+		}
 		if (!opx_av_addr_ok(a)) {
 			OPX_INFO(FI_LOG_AV, "insert: invalid address lid %u ctx %u unit %u\n",
 				 a->lid, a->ctx, a->unit);
@@ -272,22 +315,26 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 			sync_err[i] = 0;
 		inserted++;
 	}
-	ret = inserted;
+	/* nothing inserted because nothing serves the address: say so */
+	ret = (!inserted && unresolved) ? -FI_EADDRNOTAVAIL : inserted;
 unlock:
 	opx_lock_release(&av->domain->lock);
 	return ret;
 }
 
+/* fi_av_insertsvc: the endpoint serving service on node, found the way
+ * fi_av_insert finds a dest_addr from fi_getinfo(node, service). */
 static int opx_av_insertsvc(struct fid_av *av_fid, const char *node, const char *service,
 			    fi_addr_t *fi_addr, uint64_t flags, void *context)
 {
-	(void)av_fid;
-	(void)node;
-	(void)service;
-	(void)fi_addr;
-	(void)flags;
-	(void)context;
-	return -FI_ENOSYS;
+	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
+	struct shim_addr a;
+	int ret;
+
+	ret = opx_addr_from_node(av->domain->fabric->dev, node, service, 0, &a);
+	if (ret)
+		return ret == -FI_ENODATA ? -FI_EADDRNOTAVAIL : ret;
+	return opx_av_insert(av_fid, &a, 1, fi_addr, flags, context);
 }
 
 static int opx_av_insertsym(struct fid_av *av_fid, const char *node, size_t nodecnt,

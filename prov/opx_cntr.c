@@ -232,6 +232,15 @@ static int opx_cntr_control(struct fid *fid, int command, void *arg)
 		return 0;
 	case OPX_CTL_TRYWAIT:
 		return opx_cntr_trywait(c);
+	case OPX_CTL_POLL:
+		if (!arg)
+			return -FI_EINVAL;
+		opx_lock_acquire(&c->domain->lock);
+		opx_pset_progress_locked(&c->pset);
+		*(uint64_t *)arg = atomic_load_explicit(&c->value, memory_order_acquire) +
+				   atomic_load_explicit(&c->err, memory_order_acquire);
+		opx_lock_release(&c->domain->lock);
+		return 0;
 	default:
 		return -FI_ENOSYS;
 	}

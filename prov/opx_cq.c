@@ -204,6 +204,35 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 	return 0;
 }
 
+int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				 void *buf, uint64_t data, uint64_t tag,
+				 const struct shim_addr *addr)
+{
+	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
+
+	static_assert(sizeof(*addr) < OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
+	if (!en) {
+		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
+		return -FI_ENOMEM;
+	}
+	en->err.e.op_context = op_context;
+	en->err.e.flags = flags;
+	en->err.e.len = len;
+	en->err.e.buf = buf;
+	en->err.e.data = data;
+	en->err.e.tag = tag;
+	en->err.e.err = FI_EADDRNOTAVAIL;
+	en->err.src = FI_ADDR_NOTAVAIL;
+	/* fi_cq(3): err_data is the source address, in the domain's
+	 * address format, ready for fi_av_insert */
+	memcpy(en->data, addr, sizeof(*addr));
+	en->err.e.err_data = en->data;
+	en->err.e.err_data_size = sizeof(*addr);
+	en->seq = cq->tail;
+	opx_list_insert_tail(&cq->err_list, &en->err.link);
+	return 0;
+}
+
 /* ---------------------------------------------------------------------
  * Consumer side.
  */
@@ -337,10 +366,15 @@ static ssize_t opx_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf
 		buf->err_data = user;
 		buf->err_data_size = n;
 	} else {
-		/* Valid until the next read of this CQ (man fi_cq). */
+		/* Valid until the next read of this CQ (man fi_cq).  Nothing
+		 * was copied to the caller, so err_data_size says 0: an entry
+		 * reused for the next readerr (of this or another CQ) then
+		 * again asks for provider memory instead of handing back our
+		 * buffer as if it were the caller's. */
 		memcpy(priv->err_data, en->data, sizeof(priv->err_data));
 		*buf = en->err.e;
 		buf->err_data = priv->err_data;
+		buf->err_data_size = 0;
 	}
 	opx_lock_release(&cq->domain->lock);
 	free(en);
@@ -522,6 +556,15 @@ static int opx_cq_control(struct fid *fid, int command, void *arg)
 		return 0;
 	case OPX_CTL_TRYWAIT:
 		return opx_cq_trywait(cq);
+	case OPX_CTL_POLL: {
+		int ready;
+
+		opx_lock_acquire(&cq->domain->lock);
+		opx_pset_progress_locked(&cq->pset);
+		ready = cq->tail != cq->head || !opx_list_empty(&cq->err_list);
+		opx_lock_release(&cq->domain->lock);
+		return ready;
+	}
 	default:
 		return -FI_ENOSYS;
 	}

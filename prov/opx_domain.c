@@ -204,15 +204,6 @@ static int opx_domain_scalable_ep(struct fid_domain *domain, struct fi_info *inf
 	return -FI_ENOSYS;
 }
 
-static int opx_domain_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
-				struct fid_poll **pollset)
-{
-	(void)domain;
-	(void)attr;
-	(void)pollset;
-	return -FI_ENOSYS;
-}
-
 static int opx_domain_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 			      struct fid_stx **stx, void *context)
 {
@@ -269,7 +260,7 @@ static struct fi_ops_domain opx_domain_ops = {
 	.endpoint = opx_ep_open,
 	.scalable_ep = opx_domain_scalable_ep,
 	.cntr_open = opx_cntr_open,
-	.poll_open = opx_domain_poll_open,
+	.poll_open = opx_poll_open, /* opx_poll.c */
 	.stx_ctx = opx_domain_stx_ctx,
 	.srx_ctx = opx_domain_srx_ctx,
 	.query_atomic = opx_domain_query_atomic,

@@ -6,6 +6,7 @@
  * collectives) so that calling them is an error, not a crash.
  */
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -61,9 +62,37 @@ static int opx_ep_close(struct fid *fid)
 	opx_rndv_fini(ep);
 	opx_lock_release(&domain->lock);
 
+	if (ep->svc_port)
+		shim_svc_release(domain->fabric->dev, ep->svc_port, &ep->addr);
 	shim_ctx_close(ep->shim);
 	atomic_fetch_sub(&domain->refcnt, 1);
 	free(ep);
+	return 0;
+}
+
+/* An info whose src_addr carries an IPv4 and a port (fi_getinfo with
+ * FI_SOURCE and a service) makes the endpoint reachable there: the name
+ * carries both, and the port is claimed in the shim's service registry
+ * so fi_av_insert of an address naming it finds this endpoint. */
+static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
+{
+	const struct shim_addr *src = info->src_addr;
+	int rc;
+
+	if (!src || info->src_addrlen != sizeof(*src) ||
+	    (info->addr_format != FI_ADDR_OPX && info->addr_format != FI_FORMAT_UNSPEC))
+		return 0;
+	ep->addr.ipv4 = src->ipv4;
+	ep->addr.udp_port = src->udp_port;
+	if (!src->udp_port)
+		return 0;
+	rc = shim_svc_claim(ep->domain->fabric->dev, ntohs(src->udp_port), &ep->addr);
+	if (rc) {
+		OPX_WARN(FI_LOG_EP_CTRL, "cannot claim service port %u: %s\n",
+			 (unsigned)ntohs(src->udp_port), shim_strerror(rc));
+		return opx_err_from_shim(rc);
+	}
+	ep->svc_port = ntohs(src->udp_port);
 	return 0;
 }
 
@@ -614,7 +643,15 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->jkey = (uint16_t)binfo.jkey;
 	ep->pid = (uint32_t)getpid();
 	ep->domain = domain;
-	ep->caps = info->caps ? info->caps : OPX_CAPS;
+	rc = opx_ep_claim_src(ep, info);
+	if (rc) {
+		opx_rndv_fini(ep);
+		shim_ctx_close(ep->shim);
+		free(ep);
+		return rc;
+	}
+	ep->caps = info->caps ? info->caps : OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
+	ep->source_err = (ep->caps & (FI_SOURCE | FI_SOURCE_ERR)) == (FI_SOURCE | FI_SOURCE_ERR);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->min_multi_recv = OPX_MIN_MULTI_RECV_DEFAULT;

@@ -302,6 +302,22 @@ static int opx_eq_close(struct fid *fid)
 	return 0;
 }
 
+/* fi_trywait(3) for an EQ (opx_trywait dispatches here): -FI_EAGAIN
+ * while an event or error is queued, else 0.  The eventfd is readable
+ * exactly while the FIFO is not empty, so there is nothing to arm: a
+ * writer signals it after queuing. */
+static int opx_eq_trywait(struct opx_eq *eq)
+{
+	int ret;
+
+	if (eq->wait_obj == FI_WAIT_NONE)
+		return -FI_EINVAL;
+	pthread_mutex_lock(&eq->lock);
+	ret = opx_list_empty(&eq->events) ? 0 : -FI_EAGAIN;
+	pthread_mutex_unlock(&eq->lock);
+	return ret;
+}
+
 static int opx_eq_control(struct fid *fid, int command, void *arg)
 {
 	struct opx_eq_impl *impl;
@@ -322,6 +338,8 @@ static int opx_eq_control(struct fid *fid, int command, void *arg)
 			return -FI_EINVAL;
 		*(enum fi_wait_obj *)arg = impl->eq.wait_obj;
 		return 0;
+	case OPX_CTL_TRYWAIT:
+		return opx_eq_trywait(&impl->eq);
 	default:
 		return -FI_ENOSYS;
 	}

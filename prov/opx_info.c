@@ -9,10 +9,15 @@
  * the log.  Allocation goes through fi_allocinfo/fi_freeinfo so the core
  * (and applications) free what we return.
  */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "opx.h"
 
@@ -45,13 +50,15 @@ struct fi_provider *fi_prov_ini(void);
  * udp wires are both always present in the model. */
 #define OPX_FREE_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
 
-#define OPX_TX_OP_FLAGS (FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE)
+#define OPX_TX_OP_FLAGS                                                                            \
+	(FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |                   \
+	 FI_DELIVERY_COMPLETE)
 #define OPX_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 
 /* Probe the device: the unit this process would use, or a -FI_E* code.
  * The device is reference counted by the shim, so this is cheap when a
  * fabric is already open. */
-static int opx_info_probe(int *unit)
+static int opx_info_probe(int *unit, uint64_t *host_id)
 {
 	struct shim_dev *dev;
 	int ret;
@@ -62,6 +69,8 @@ static int opx_info_probe(int *unit)
 		return ret;
 	}
 	ret = shim_dev_select_unit(dev);
+	if (host_id)
+		*host_id = shim_dev_host_id(dev);
 	shim_dev_close(dev);
 	if (ret < 0) {
 		OPX_WARN(FI_LOG_CORE, "no active unit: %s\n", shim_strerror(ret));
@@ -81,7 +90,7 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 		return NULL;
 	snprintf(name, sizeof(name), "opx_%d", unit);
 
-	fi->caps = OPX_CAPS;
+	fi->caps = OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	fi->mode = 0;
 	fi->addr_format = FI_ADDR_OPX;
 	fi->src_addr = NULL;
@@ -98,7 +107,7 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 	fi->tx_attr->iov_limit = OPX_IOV_LIMIT;
 	fi->tx_attr->rma_iov_limit = 0;
 
-	fi->rx_attr->caps = OPX_RX_CAPS;
+	fi->rx_attr->caps = OPX_RX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	fi->rx_attr->mode = 0;
 	fi->rx_attr->op_flags = 0;
 	fi->rx_attr->msg_order = OPX_MSG_ORDER;
@@ -162,7 +171,7 @@ struct fi_info *opx_info_template(void)
 	int unit;
 
 	fi_prov_ini();
-	if (opx_info_probe(&unit))
+	if (opx_info_probe(&unit, NULL))
 		return NULL;
 	return opx_info_build(unit, OPX_FI_VERSION);
 }
@@ -244,7 +253,7 @@ static bool opx_check_rx(const struct fi_rx_attr *h, const struct fi_rx_attr *t)
 {
 	if (!h)
 		return true;
-	return opx_check_bits("rx_attr.caps", h->caps, t->caps) &&
+	return opx_check_bits("rx_attr.caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY) &&
 	       opx_check_bits("rx_attr.op_flags", h->op_flags, OPX_RX_OP_FLAGS) &&
 	       opx_check_bits("rx_attr.msg_order", h->msg_order, t->msg_order) &&
 	       opx_check_bits("rx_attr.comp_order", h->comp_order, t->comp_order) &&
@@ -304,8 +313,10 @@ static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_dom
 
 static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t)
 {
-	if (!opx_check_bits("caps", h->caps, t->caps))
+	if (!opx_check_bits("caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY))
 		return false;
+	if ((h->caps & FI_SOURCE_ERR) && !(h->caps & FI_SOURCE))
+		OPX_NOMATCH("caps FI_SOURCE_ERR without FI_SOURCE\n");
 	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_ADDR_OPX)
 		OPX_NOMATCH("addr_format %s (opx uses FI_ADDR_OPX)\n",
 			    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
@@ -322,7 +333,7 @@ static uint64_t opx_caps_select(uint64_t asked)
 	uint64_t caps;
 
 	if (!asked)
-		return OPX_CAPS;
+		return OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	caps = asked;
 	/* No primary capability at all reads as "the defaults". */
 	if (!(caps & OPX_PRIMARY_CAPS))
@@ -389,13 +400,165 @@ static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_
 	}
 }
 
+/* ---------------------------------------------------------------------
+ * Node and service.  Addresses name an endpoint by host and port, the way
+ * IP does, so the udp wire can carry them unchanged: ipv4 and udp_port of
+ * struct shim_addr.  On this host a port is a name in the shim's service
+ * registry; an endpoint opened with a src_addr that has a port claims it
+ * (opx_ep.c), and fi_av_insert resolves a dest_addr naming one (opx_av.c).
+ */
+/* service -> port in host order (0 when NULL); -FI_ENODATA if unknown. */
+static int opx_info_port(const char *service, uint16_t *port)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM};
+	struct addrinfo *res = NULL;
+	char *end;
+	unsigned long v;
+
+	*port = 0;
+	if (!service)
+		return 0;
+	v = strtoul(service, &end, 10);
+	if (*service && !*end) {
+		if (v == 0 || v > 65535) {
+			OPX_INFO(FI_LOG_CORE, "service '%s' is not a port number\n", service);
+			return -FI_ENODATA;
+		}
+		*port = (uint16_t)v;
+		return 0;
+	}
+	/* a service name (e.g. from /etc/services) */
+	hints.ai_flags = AI_PASSIVE;
+	if (getaddrinfo(NULL, service, &hints, &res) || !res) {
+		OPX_INFO(FI_LOG_CORE, "unknown service '%s'\n", service);
+		return -FI_ENODATA;
+	}
+	*port = ntohs(((const struct sockaddr_in *)res->ai_addr)->sin_port);
+	freeaddrinfo(res);
+	return *port ? 0 : -FI_ENODATA;
+}
+
+/* node -> IPv4 (network order); -FI_ENODATA when it does not resolve. */
+static int opx_info_node(const char *node, uint64_t flags, uint32_t *ipv4)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM};
+	struct addrinfo *res = NULL;
+	int rc;
+
+	if (flags & FI_NUMERICHOST)
+		hints.ai_flags |= AI_NUMERICHOST;
+	rc = getaddrinfo(node, NULL, &hints, &res);
+	if (rc || !res) {
+		OPX_WARN(FI_LOG_CORE, "node '%s' does not resolve to an IPv4 address: %s\n", node,
+			 rc ? gai_strerror(rc) : "no address");
+		return -FI_ENODATA;
+	}
+	*ipv4 = ((const struct sockaddr_in *)res->ai_addr)->sin_addr.s_addr;
+	freeaddrinfo(res);
+	return 0;
+}
+
+int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
+		       uint64_t flags, struct shim_addr *a)
+{
+	uint32_t ipv4;
+	uint16_t port;
+	int ret;
+
+	if (!node || !service)
+		return -FI_EINVAL;
+	ret = opx_info_port(service, &port);
+	if (!ret)
+		ret = opx_info_node(node, flags, &ipv4);
+	if (ret)
+		return ret;
+	memset(a, 0, sizeof(*a));
+	a->host_id = shim_host_has_ipv4(ipv4) ? shim_dev_host_id(dev) : 0;
+	a->ipv4 = ipv4;
+	a->udp_port = htons(port);
+	a->uid = (uint32_t)geteuid();
+	return 0;
+}
+
+static int opx_info_set_addr(void **dst, size_t *dstlen, const struct shim_addr *a)
+{
+	void *p = malloc(sizeof(*a));
+
+	if (!p)
+		return -FI_ENOMEM;
+	memcpy(p, a, sizeof(*a));
+	free(*dst);
+	*dst = p;
+	*dstlen = sizeof(*a);
+	return 0;
+}
+
+/*
+ * src_addr: always returned, so applications learn the address format and
+ * length before opening an endpoint: this host (host_id, the node's IPv4
+ * with FI_SOURCE, else this host's), the service as udp_port when node and
+ * service are local (FI_SOURCE, or no node), and no context yet (lid 0).
+ * A src_addr in hints, in our format, is honoured as given.
+ * dest_addr: node and service without FI_SOURCE name a remote endpoint:
+ * its IPv4 and port, host_id set when that IPv4 is one of this host's,
+ * lid 0 ("unresolved": fi_av_insert looks the service up).
+ */
+static int opx_info_addrs(struct fi_info *fi, const char *node, const char *service,
+			  uint64_t flags, const struct fi_info *hints, uint64_t host_id, int unit)
+{
+	bool source = (flags & FI_SOURCE) || !node;
+	struct shim_addr a;
+	uint32_t ipv4 = 0;
+	uint16_t port;
+	int ret;
+
+	ret = opx_info_port(service, &port);
+	if (ret)
+		return ret;
+	if (node) {
+		ret = opx_info_node(node, flags, &ipv4);
+		if (ret)
+			return ret;
+	}
+
+	if (hints && hints->src_addr) {
+		if (hints->src_addrlen != sizeof(struct shim_addr)) {
+			OPX_INFO(FI_LOG_CORE, "hints src_addr of %zu bytes is not an FI_ADDR_OPX\n",
+				 hints->src_addrlen);
+			return -FI_ENODATA;
+		}
+		memcpy(&a, hints->src_addr, sizeof(a));
+	} else {
+		memset(&a, 0, sizeof(a));
+		a.host_id = host_id;
+		a.ipv4 = source && node ? ipv4 : shim_host_ipv4();
+		a.udp_port = source ? htons(port) : 0;
+		a.unit = (uint16_t)unit;
+		a.uid = (uint32_t)geteuid();
+		a.pid = (uint32_t)getpid();
+	}
+	ret = opx_info_set_addr(&fi->src_addr, &fi->src_addrlen, &a);
+	if (ret)
+		return ret;
+
+	if (!source && port) {
+		memset(&a, 0, sizeof(a));
+		a.host_id = shim_host_has_ipv4(ipv4) ? host_id : 0;
+		a.ipv4 = ipv4;
+		a.udp_port = htons(port);
+		a.uid = (uint32_t)geteuid();
+		ret = opx_info_set_addr(&fi->dest_addr, &fi->dest_addrlen, &a);
+	}
+	return ret;
+}
+
 int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		const struct fi_info *hints, struct fi_info **info)
 {
 	struct fi_info *fi;
+	uint64_t host_id = 0;
 	int unit, ret;
 
-	(void)flags; /* FI_SOURCE etc. only qualify node/service */
 	if (!info)
 		return -FI_EINVAL;
 	if (FI_MAJOR(version) != FI_MAJOR(OPX_FI_VERSION) || version > OPX_FI_VERSION) {
@@ -407,14 +570,7 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 	*info = NULL;
 	fi_prov_ini();
 
-	/* Node and service name IP hosts or ports; our addresses come from
-	 * fi_getname and travel out of band (fi_pingpong's control socket,
-	 * MPI's modex), so they are accepted and not resolved. */
-	if (node || service)
-		OPX_DBG(FI_LOG_CORE, "ignoring node '%s' service '%s' flags 0x%llx\n",
-			node ? node : "", service ? service : "", (unsigned long long)flags);
-
-	ret = opx_info_probe(&unit);
+	ret = opx_info_probe(&unit, &host_id);
 	if (ret)
 		return -FI_ENODATA;
 	fi = opx_info_build(unit, version);
@@ -428,6 +584,11 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 		opx_info_narrow(fi, hints, version);
 	} else if (version < FI_VERSION(1, 5)) {
 		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
+	}
+	ret = opx_info_addrs(fi, node, service, flags, hints, host_id, unit);
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
 	}
 	*info = fi;
 	return 0;

@@ -433,6 +433,8 @@ int opx_err_from_shim(int err)
 	case ESTALE:
 	case EHOSTUNREACH:
 		return -FI_EADDRNOTAVAIL;
+	case EADDRINUSE: /* a service port another live endpoint holds */
+		return -FI_EADDRINUSE;
 	case ETIMEDOUT:
 		return -FI_ETIMEDOUT;
 	case ENOSPC:

@@ -185,17 +185,44 @@ size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size
 	*cap = req->len - req->used;
 	req->used += len < *cap ? len : *cap;
 	req->inflight++;
-	if (!req->unlinked && req->len - req->used < ep->min_multi_recv) {
+	/* a full buffer is released even with FI_OPT_MIN_MULTI_RECV 0: a
+	 * message claiming 0 bytes of it would complete with length 0 */
+	if (!req->unlinked &&
+	    (req->len - req->used < ep->min_multi_recv || req->used == req->len)) {
 		opx_list_remove(&req->link);
 		req->unlinked = true;
 	}
 	return off;
 }
 
+/* FI_SOURCE_ERR: a message received whole from a source not in the AV.
+ * Its address comes from the shim's record of the sending context; if
+ * that is gone already, the completion is an ordinary one from
+ * FI_ADDR_NOTAVAIL. */
+static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, void *context,
+							     uint64_t flags, size_t len, void *buf,
+							     uint64_t data, uint64_t tag,
+							     fi_addr_t src)
+{
+	struct shim_addr a;
+
+	if (!ep->rx_cq || shim_addr_lookup(ep->domain->fabric->dev, (uint16_t)(src >> 16),
+					   (uint16_t)src, &a))
+		return false;
+	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, &a);
+	opx_cntr_inc(ep->recv_cntr); /* the data was received */
+	return true;
+}
+
 static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, void *buf,
 			  uint64_t data, uint64_t tag, fi_addr_t src, bool want_cq, int err,
 			  size_t olen)
 {
+	if (__builtin_expect(opx_src_is_anon(src), 0)) {
+		if (!err && opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))
+			return;
+		src = FI_ADDR_NOTAVAIL;
+	}
 	if (err) {
 		if (ep->rx_cq)
 			opx_cq_report_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, olen,
@@ -206,6 +233,19 @@ static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size
 	if (ep->rx_cq && want_cq)
 		opx_cq_report_locked(ep->rx_cq, context, flags, len, buf, data, tag, src);
 	opx_cntr_inc(ep->recv_cntr);
+}
+
+/* The release of a multi-receive buffer reported on its own: fi_cq(3)
+ * gives it FI_MULTI_RECV alone (no FI_RECV: it carries no data, and a
+ * data completion never has length 0 unless a 0-byte message was sent),
+ * buf at the start of the buffer.  Always reported: the application
+ * needs it to repost, whatever its selective-completion settings. */
+static void opx_multi_release(struct opx_ep *ep, struct opx_rx_req *req)
+{
+	if (ep->rx_cq)
+		opx_cq_report_locked(ep->rx_cq, req->context, FI_MULTI_RECV, 0,
+				     req->iov_count ? req->iov[0].iov_base : NULL, 0, 0,
+				     FI_ADDR_NOTAVAIL);
 }
 
 void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
@@ -230,9 +270,19 @@ void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size
 	}
 	if (!err && msg_len > cap)
 		err = FI_ETRUNC;
+	/* The release rides on this completion unless that one is
+	 * suppressed (selective completion) or an error entry: then it is
+	 * reported on its own, after it. */
+	bool release = flags & FI_MULTI_RECV;
+	bool release_apart = release && (err || !want);
+
+	if (release_apart)
+		flags &= ~FI_MULTI_RECV;
 	opx_rx_report(ep, req->context, flags, got, buf, data, (pflags & OPX_PF_TAGGED) ? tag : 0, src,
 		      want, err, msg_len > got ? msg_len - got : 0);
-	if (!multi || (flags & FI_MULTI_RECV))
+	if (release_apart)
+		opx_multi_release(ep, req);
+	if (!multi || release)
 		opx_req_put(ep, req);
 }
 
@@ -255,6 +305,8 @@ void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux
 	}
 	opx_iov_copy_to(req->iov, req->iov_count, off, ux->buf, ux->len < cap ? ux->len : cap);
 	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, 0);
+	if (ux->ack) /* delivery complete: the data is placed now */
+		opx_rndv_ack(ep, &ux->rts.src, ux->src, ux->cookie);
 	opx_ux_put(ep, ux);
 }
 
@@ -267,6 +319,8 @@ static void opx_ux_discard(struct opx_ep *ep, struct opx_ux *ux)
 	} else if (ux->rcvd < ux->len) {
 		ux->discard = true; /* freed by the reassembly */
 	} else {
+		if (ux->ack) /* consumed by the application: the sender completes */
+			opx_rndv_ack(ep, &ux->rts.src, ux->src, ux->cookie);
 		opx_ux_put(ep, ux);
 	}
 }
@@ -291,7 +345,7 @@ static ssize_t opx_recv_peek(struct opx_ep *ep, void *context, uint64_t flags, f
 	if (ep->rx_cq)
 		opx_cq_report_locked(ep->rx_cq, context, cflags, ux->len, NULL,
 				     (ux->pflags & OPX_PF_CQDATA) ? ux->data : 0, tagged ? ux->tag : 0,
-				     ux->src);
+				     opx_src_public(ux->src));
 	if (flags & (FI_CLAIM | FI_DISCARD))
 		opx_list_remove(&ux->link);
 	if (flags & FI_DISCARD)
@@ -311,7 +365,8 @@ static ssize_t opx_recv_claimed(struct opx_ep *ep, struct opx_rx_req *req, uint6
 		uint64_t cflags = FI_RECV | ((ux->pflags & OPX_PF_TAGGED) ? FI_TAGGED : FI_MSG);
 		if (ep->rx_cq && (!ep->rx_selective || (flags & FI_COMPLETION)))
 			opx_cq_report_locked(ep->rx_cq, req->context, cflags, 0, NULL, 0,
-					     (ux->pflags & OPX_PF_TAGGED) ? ux->tag : 0, ux->src);
+					     (ux->pflags & OPX_PF_TAGGED) ? ux->tag : 0,
+					     opx_src_public(ux->src));
 		opx_cntr_inc(ep->recv_cntr);
 		opx_ux_discard(ep, ux);
 		opx_req_put(ep, req);
@@ -383,8 +438,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		req->inflight--;
 		if (req->unlinked && !req->inflight) {
 			/* fully consumed by unexpected messages already reported */
-			opx_rx_report(ep, req->context, FI_RECV | FI_MSG | FI_MULTI_RECV, 0,
-				      req->iov[0].iov_base, 0, 0, FI_ADDR_NOTAVAIL, true, 0, 0);
+			opx_multi_release(ep, req);
 			opx_req_put(ep, req);
 		}
 		return 0;

@@ -13,18 +13,26 @@
 
 #include "opx_ep.h"
 
-/* Internal op flag: an fi_inject the peer cannot take eagerly went out
- * by rendezvous from a private copy, which is the context; the copy is
- * freed when the send completes. */
+/* Internal op flag: an inject the peer cannot take eagerly went out by
+ * rendezvous from a private copy, a struct opx_bounce that stands in as
+ * the context; it is freed when the send completes, which reports the
+ * caller's own context (fi_sendmsg with FI_INJECT still completes). */
 #define OPX_TXF_BOUNCE (1ULL << 42)
+
+struct opx_bounce {
+	void *context;
+	uint8_t data[];
+};
 
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
 {
 	uint64_t cflags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
 
 	if (__builtin_expect(flags & OPX_TXF_BOUNCE, 0)) {
-		free(context);
-		context = NULL;
+		struct opx_bounce *b = context;
+
+		context = b->context;
+		free(b);
 	}
 
 	if (err) {
@@ -34,7 +42,7 @@ void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t l
 		opx_cntr_inc_err(ep->send_cntr);
 		return;
 	}
-	if (ep->tx_cq && !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION)))
+	if (ep->tx_cq && !(flags & OPX_TX_NO_CQ) && (!ep->tx_selective || (flags & FI_COMPLETION)))
 		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
 	opx_cntr_inc(ep->send_cntr);
 }
@@ -138,6 +146,98 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 	return 0;
 }
 
+/* ---------------------------------------------------------------------
+ * FI_DELIVERY_COMPLETE.  Only sends that ask for it pay: a message that
+ * fits one packet together with the sender's address goes as
+ * OPX_OP_EAGER_DC and completes when the receiver's DONE says the data
+ * was placed in a receive buffer (a rendezvous send slot waits for it, so
+ * a receiver that dies fails the send like a rendezvous); larger
+ * messages go by rendezvous, whose DONE already means placed.  FI_INJECT
+ * with delivery completion is limited to what fits the packet.
+ */
+static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_peer *peer,
+						 const struct iovec *iov, size_t cnt, size_t len,
+						 uint64_t tag, uint64_t data, uint8_t pflags,
+						 void *context, uint64_t flags, fi_addr_t dest)
+{
+	struct shim_pio_resv r;
+	struct shim_rhq_entry *e;
+	uint64_t cookie;
+	int rc;
+
+	if (len + sizeof(struct shim_addr) > peer->mtu) {
+		if (flags & FI_INJECT)
+			return -EMSGSIZE;
+		return opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context, flags,
+				     dest);
+	}
+	rc = opx_rndv_dc_get(ep, peer, context, flags, len, dest, &cookie);
+	if (rc)
+		return rc;
+	rc = shim_pio_reserve(peer, 1, (uint32_t)(len + sizeof(struct shim_addr)), &r);
+	if (rc) {
+		opx_rndv_dc_put(ep, cookie);
+		return rc;
+	}
+	memcpy(r.egr, &ep->addr, sizeof(ep->addr));
+	opx_gather(r.egr + sizeof(ep->addr), iov, cnt, len);
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER_DC, pflags,
+		     (uint32_t)(len + sizeof(struct shim_addr)), 0, tag, data);
+	e->hdr.p.u64[0] = cookie;
+	e->hdr.p.u64[1] = 0;
+	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+	return 0;
+}
+
+/* Receive side: deliver like an eager packet, then acknowledge once the
+ * data is in a receive buffer (at once, or when an unexpected copy is
+ * matched later: opx_ux_deliver / FI_DISCARD send the DONE then). */
+int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	bool tagged = h->flags & OPX_PF_TAGGED;
+	struct shim_addr from;
+	struct opx_rx_req *req;
+	struct opx_ux *ux;
+	fi_addr_t src;
+	size_t len, cap, off;
+
+	if (h->paylen < sizeof(from)) {
+		opx_rx_drop(ep, "delivery-complete packet without a sender address");
+		return 0;
+	}
+	memcpy(&from, pay, sizeof(from));
+	if (from.lid != h->slid || from.ctx != h->sctx) {
+		opx_rx_drop(ep, "delivery-complete sender address does not match the header");
+		return 0;
+	}
+	pay += sizeof(from);
+	len = h->paylen - sizeof(from);
+	src = opx_ep_src(ep, h->slid, h->sctx);
+	req = opx_match_posted(ep, tagged, h->tag, src);
+	if (req) {
+		off = opx_req_claim(ep, req, len, &cap);
+		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
+		opx_rx_complete(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
+		opx_rndv_ack(ep, &from, src, h->p.u64[0]);
+		return 0;
+	}
+	ux = opx_ux_get(ep, len);
+	if (!ux)
+		return -FI_EAGAIN;
+	ux->tag = h->tag;
+	ux->data = h->data;
+	ux->src = src;
+	ux->pflags = h->flags;
+	ux->rcvd = len;
+	memcpy(ux->buf, pay, len);
+	ux->ack = true;
+	ux->rts.src = from;
+	ux->cookie = h->p.u64[0];
+	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	return 0;
+}
+
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
 {
@@ -176,18 +276,24 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (__builtin_expect(!eager && (flags & FI_INJECT), 0)) {
 		/* The receiver takes less eagerly than our inject_size: keep
 		 * fi_inject's promise with a private copy sent by rendezvous. */
-		bounce.iov_len = len;
-		bounce.iov_base = malloc(len);
-		if (!bounce.iov_base)
+		struct opx_bounce *b = malloc(sizeof(*b) + len);
+
+		if (!b)
 			return -FI_EAGAIN;
-		opx_gather(bounce.iov_base, iov, cnt, len);
+		b->context = context;
+		opx_gather(b->data, iov, cnt, len);
+		bounce.iov_len = len;
+		bounce.iov_base = b->data;
 		iov = &bounce;
 		cnt = 1;
-		context = bounce.iov_base;
+		context = b;
 		flags |= OPX_TXF_BOUNCE;
 	}
 	for (int attempt = 0;; attempt++) {
-		if (eager)
+		if (__builtin_expect(flags & FI_DELIVERY_COMPLETE, 0))
+			rc = opx_send_dc(ep, peer, iov, cnt, len, tag, data, pflags, context, flags,
+					 dest);
+		else if (eager)
 			rc = opx_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
 		else
 			rc = opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context,
@@ -199,10 +305,11 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	}
 	if (__builtin_expect(rc, 0)) {
 		if (flags & OPX_TXF_BOUNCE)
-			free(bounce.iov_base);
+			free(context);
 		return rc == -EAGAIN ? opx_av_stalled_locked(ep->av, dest) : opx_err_from_shim(rc);
 	}
-	if (eager)
+	/* delivery-complete and rendezvous sends complete when DONE arrives */
+	if (eager && !(flags & FI_DELIVERY_COMPLETE))
 		opx_ep_tx_report(ep, context, flags, len, 0);
 	return 0;
 }
@@ -287,13 +394,13 @@ static ssize_t opx_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t
 	if (!msg)
 		return -FI_EINVAL;
 	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data,
-			       msg->context, flags, false);
+			       msg->context, flags & ~OPX_TX_NO_CQ, false);
 }
 
 static ssize_t opx_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT, false);
+	return opx_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, false);
 }
 
 static ssize_t opx_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
@@ -309,7 +416,8 @@ static ssize_t opx_injectdata(struct fid_ep *ep, const void *buf, size_t len, ui
 			      fi_addr_t dest)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, 0, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA,
+	return opx_send_common(ep, &v, 1, dest, 0, data, NULL,
+			       FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA,
 			       false);
 }
 
@@ -373,14 +481,14 @@ static ssize_t opx_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, 
 	if (!msg)
 		return -FI_EINVAL;
 	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
-			       msg->context, flags, true);
+			       msg->context, flags & ~OPX_TX_NO_CQ, true);
 }
 
 static ssize_t opx_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 			   uint64_t tag)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT, true);
+	return opx_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, true);
 }
 
 static ssize_t opx_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
@@ -396,7 +504,8 @@ static ssize_t opx_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, u
 			       fi_addr_t dest, uint64_t tag)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, tag, data, NULL, FI_INJECT | FI_REMOTE_CQ_DATA,
+	return opx_send_common(ep, &v, 1, dest, tag, data, NULL,
+			       FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA,
 			       true);
 }
 

@@ -298,6 +298,41 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	return 0;
 }
 
+int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, uint64_t flags,
+		    size_t len, fi_addr_t dest, uint64_t *cookie)
+{
+	struct opx_rndv_tx *t = ep->rndv_free;
+
+	if (!t)
+		return -EAGAIN;
+	ep->rndv_free = t->next_free;
+	ep->rndv_busy++;
+	t->iov_count = 0; /* nothing to push: DONE is the only answer */
+	t->sdma_left = 0;
+	t->cts_ntid = 0;
+	t->cts_next = 0;
+	t->err = 0;
+	t->busy = true;
+	t->context = context;
+	t->flags = flags;
+	t->len = len;
+	t->dest = dest;
+	t->peer = peer;
+	*cookie = opx_cookie(t->gen, (size_t)(t - ep->rndv));
+	return 0;
+}
+
+void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie)
+{
+	struct opx_rndv_tx *t = &ep->rndv[(uint32_t)cookie];
+
+	t->busy = false;
+	t->gen++;
+	t->next_free = ep->rndv_free;
+	ep->rndv_free = t;
+	ep->rndv_busy--;
+}
+
 static struct opx_rndv_tx *opx_rndv_tx_lookup(struct opx_ep *ep, uint64_t cookie)
 {
 	uint32_t idx = (uint32_t)cookie;
@@ -939,6 +974,8 @@ int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const 
 		return opx_rx_cts(ep, &e->hdr, pay);
 	case OPX_OP_DATA:
 		return opx_rx_data(ep, e);
+	case OPX_OP_EAGER_DC:
+		return opx_rx_eager_dc(ep, &e->hdr, pay);
 	default:
 		opx_rx_drop(ep, "unknown rendezvous opcode");
 		return 0;
@@ -970,13 +1007,18 @@ void opx_rndv_progress(struct opx_ep *ep)
 	}
 }
 
+void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, uint64_t cookie)
+{
+	struct shim_peer *peer = opx_reply_peer(ep, to, src);
+
+	if (peer)
+		opx_ctl_send(ep, peer, OPX_OP_DONE, cookie, 0, NULL, 0);
+}
+
 /* FI_DISCARD of a rendezvous message: the sender completes normally. */
 void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux)
 {
-	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
-
-	if (peer)
-		opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, 0, NULL, 0);
+	opx_rndv_ack(ep, &ux->rts.src, ux->src, ux->cookie);
 }
 
 void opx_rndv_fini(struct opx_ep *ep)

@@ -274,8 +274,8 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 }
 
 /* ---------------------------------------------------------------------
- * fi_trywait.  Whether a CQ or counter has unread work, and which of
- * its endpoints it armed, is private to opx_cq.c / opx_cntr.c; they
+ * fi_trywait.  Whether a CQ, counter or EQ has unread work, and which of
+ * its endpoints it armed, is private to opx_cq.c / opx_cntr.c / opx_eq.c; they
  * answer a provider-specific control command so this file needs none of
  * their internals.
  */
@@ -288,7 +288,9 @@ int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 		struct fid *fid = fids[i];
 		int ret;
 
-		if (!fid || (fid->fclass != FI_CLASS_CQ && fid->fclass != FI_CLASS_CNTR))
+		/* fi_poll(3): CQs, counters and EQs may be waited on. */
+		if (!fid || (fid->fclass != FI_CLASS_CQ && fid->fclass != FI_CLASS_CNTR &&
+			     fid->fclass != FI_CLASS_EQ))
 			return -FI_EINVAL;
 		ret = fid->ops->control(fid, OPX_CTL_TRYWAIT, NULL);
 		if (ret)

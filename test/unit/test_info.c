@@ -3,7 +3,9 @@
  * test_info.c - init, parameters, fi_getinfo hint filtering, fabric,
  * domain, MR and EQ, including the negative API paths.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -131,7 +133,7 @@ static void test_null_hints(void **state)
 	assert_int_equal(getinfo(NULL, &fi), 0);
 	assert_non_null(fi);
 	assert_null(fi->next);
-	assert_int_equal(fi->caps, OPX_CAPS);
+	assert_int_equal(fi->caps, OPX_CAPS & ~OPX_CAPS_ASKED_ONLY); /* FI_SOURCE_ERR only when asked */
 	assert_int_equal(fi->mode, 0);
 	assert_int_equal(fi->addr_format, FI_ADDR_OPX);
 	assert_int_equal(fi->ep_attr->type, FI_EP_RDM);
@@ -204,7 +206,7 @@ MUT(tx_rma_iov, h->tx_attr->rma_iov_limit = 1)
 MUT(tx_caps, h->tx_attr->caps = FI_RMA | FI_WRITE)
 MUT(tx_order, h->tx_attr->msg_order = FI_ORDER_STRICT)
 MUT(tx_comp_order, h->tx_attr->comp_order = FI_ORDER_STRICT)
-MUT(tx_op_flags, h->tx_attr->op_flags = FI_DELIVERY_COMPLETE)
+MUT(tx_op_flags, h->tx_attr->op_flags = FI_COMMIT_COMPLETE) /* no persistent memory */
 MUT(rx_size, h->rx_attr->size = OPX_RX_SIZE + 1)
 MUT(rx_iov, h->rx_attr->iov_limit = OPX_IOV_LIMIT + 1)
 MUT(rx_caps, h->rx_attr->caps = FI_ATOMIC)
@@ -400,19 +402,165 @@ static void test_hint_mr_mode(void **state)
 	fi_freeinfo(h);
 }
 
-static void test_node_service_ignored(void **state)
+/* Issue 10 items 1-2: node and service are resolved, src_addr is always
+ * returned (format and length known before an endpoint exists), a
+ * src_addr in hints is honoured, an unresolvable node is -FI_ENODATA. */
+static void test_node_service(void **state)
 {
 	(void)state;
 	struct fi_info *h = hints_new(), *fi = NULL;
+	const struct shim_addr *src, *dst;
+	struct shim_addr mine;
+	uint64_t host_id;
 
 	h->ep_attr->type = FI_EP_RDM;
 	h->caps = FI_MSG;
+
+	/* no node, no service: this host, no port */
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(fi->addr_format, FI_ADDR_OPX);
+	assert_non_null(fi->src_addr);
+	assert_int_equal(fi->src_addrlen, sizeof(struct shim_addr));
+	src = fi->src_addr;
+	host_id = src->host_id;
+	assert_true(host_id != 0);
+	assert_int_equal(src->udp_port, 0);
+	assert_true(src->ipv4 != 0);
+	assert_null(fi->dest_addr);
+	fi_freeinfo(fi);
+
+	/* a client: node and service name the peer */
 	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "127.0.0.1", "47592", 0, h, &fi), 0);
+	assert_non_null(fi->src_addr);
+	assert_int_equal(fi->src_addrlen, sizeof(struct shim_addr));
+	assert_non_null(fi->dest_addr);
+	assert_int_equal(fi->dest_addrlen, sizeof(struct shim_addr));
+	dst = fi->dest_addr;
+	assert_int_equal(dst->ipv4, inet_addr("127.0.0.1"));
+	assert_int_equal(dst->udp_port, htons(47592));
+	assert_int_equal(dst->host_id, host_id); /* loopback is this host */
+	assert_int_equal(dst->lid, 0);           /* context resolved at fi_av_insert */
 	fi_freeinfo(fi);
+
+	/* a server: the service is where its endpoint will be reachable */
 	assert_int_equal(fx_prov()->getinfo(FX_VERSION, NULL, "47592", FI_SOURCE, h, &fi), 0);
+	src = fi->src_addr;
+	assert_non_null(src);
+	assert_int_equal(src->udp_port, htons(47592));
+	assert_int_equal(src->host_id, host_id);
+	assert_null(fi->dest_addr);
 	fi_freeinfo(fi);
-	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "no.such.host", NULL, 0, h, &fi), 0);
+
+	/* a src_addr in hints is honoured */
+	memset(&mine, 0, sizeof(mine));
+	mine.host_id = host_id;
+	mine.ipv4 = inet_addr("127.0.0.2");
+	mine.udp_port = htons(4242);
+	h->addr_format = FI_ADDR_OPX;
+	h->src_addr = malloc(sizeof(mine));
+	assert_non_null(h->src_addr);
+	memcpy(h->src_addr, &mine, sizeof(mine));
+	h->src_addrlen = sizeof(mine);
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, NULL, NULL, 0, h, &fi), 0);
+	assert_int_equal(fi->src_addrlen, sizeof(mine));
+	assert_memory_equal(fi->src_addr, &mine, sizeof(mine));
 	fi_freeinfo(fi);
+	h->src_addrlen = 5; /* not our format */
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, NULL, NULL, 0, h, &fi), -FI_ENODATA);
+	free(h->src_addr);
+	h->src_addr = NULL;
+	h->src_addrlen = 0;
+
+	/* names that do not resolve */
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "no.such.host.invalid", NULL, 0, h, &fi),
+			 -FI_ENODATA);
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "999.1.1.1", "1", FI_NUMERICHOST, h, &fi),
+			 -FI_ENODATA);
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "127.0.0.1", "no-such-service-xyz", 0, h,
+					    &fi),
+			 -FI_ENODATA);
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "127.0.0.1", "70000", 0, h, &fi),
+			 -FI_ENODATA);
+	fi_freeinfo(h);
+}
+
+/* Issue 10 item 1: a server endpoint opened with fi_getinfo(NULL, port,
+ * FI_SOURCE) claims the port; a second one gets -FI_EADDRINUSE; a client
+ * address from fi_getinfo("127.0.0.1", port, 0) inserts as the server's
+ * full address; once the server is closed it no longer resolves. */
+static void test_service_claim_resolve(void **state)
+{
+	(void)state;
+	struct fi_info *h = hints_new(), *srv = NULL, *cli = NULL;
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fid_fabric *fab;
+	struct fid_domain *dom;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep = NULL, *ep2 = NULL;
+	struct shim_addr name, looked;
+	size_t len = sizeof(name);
+	fi_addr_t fa = FI_ADDR_NOTAVAIL;
+	char port[16];
+	int ret = -FI_EADDRINUSE;
+
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_TAGGED;
+	srand((unsigned)getpid() ^ (unsigned)time(NULL));
+	/* a random port, another one if some endpoint holds it */
+	for (int tries = 0; tries < 20 && ret == -FI_EADDRINUSE; tries++) {
+		snprintf(port, sizeof(port), "%d", 20000 + rand() % 40000);
+		fi_freeinfo(srv);
+		srv = NULL;
+		assert_int_equal(fx_prov()->getinfo(FX_VERSION, NULL, port, FI_SOURCE, h, &srv), 0);
+		if (!ep) {
+			assert_int_equal(fx_prov()->fabric(srv->fabric_attr, &fab, NULL), 0);
+			assert_int_equal(fi_domain(fab, srv, &dom, NULL), 0);
+			assert_int_equal(fi_av_open(dom, &av_attr, &av, NULL), 0);
+			assert_int_equal(fi_cq_open(dom, &cq_attr, &cq, NULL), 0);
+		}
+		ret = fi_endpoint(dom, srv, &ep, NULL);
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(ep, &av->fid, 0), 0);
+	assert_int_equal(fi_enable(ep), 0);
+	assert_int_equal(fi_getname(&ep->fid, &name, &len), 0);
+	assert_int_equal(name.udp_port, htons((uint16_t)atoi(port)));
+
+	/* the port is taken while the endpoint lives */
+	assert_int_equal(fi_endpoint(dom, srv, &ep2, NULL), -FI_EADDRINUSE);
+
+	/* a client's dest_addr resolves to the endpoint */
+	assert_int_equal(fx_prov()->getinfo(FX_VERSION, "127.0.0.1", port, 0, h, &cli), 0);
+	assert_int_equal(fi_av_insert(av, cli->dest_addr, 1, &fa, 0, NULL), 1);
+	len = sizeof(looked);
+	assert_int_equal(fi_av_lookup(av, fa, &looked, &len), 0);
+	assert_memory_equal(&looked, &name, sizeof(name));
+
+	/* fi_av_insertsvc finds it the same way */
+	fa = FI_ADDR_NOTAVAIL;
+	assert_int_equal(fi_av_insertsvc(av, "127.0.0.1", port, &fa, 0, NULL), 1);
+	len = sizeof(looked);
+	assert_int_equal(fi_av_lookup(av, fa, &looked, &len), 0);
+	assert_memory_equal(&looked, &name, sizeof(name));
+	assert_int_equal(fi_av_insertsvc(av, "no.such.host.invalid", port, &fa, 0, NULL),
+			 -FI_EADDRNOTAVAIL);
+
+	/* closed: the port is free again and resolves to nothing */
+	assert_int_equal(fi_close(&ep->fid), 0);
+	assert_int_equal(fi_av_insert(av, cli->dest_addr, 1, &fa, 0, NULL), -FI_EADDRNOTAVAIL);
+	assert_int_equal(fa, FI_ADDR_NOTAVAIL);
+	assert_int_equal(fi_endpoint(dom, srv, &ep2, NULL), 0);
+	assert_int_equal(fi_close(&ep2->fid), 0);
+
+	assert_int_equal(fi_close(&cq->fid), 0);
+	assert_int_equal(fi_close(&av->fid), 0);
+	assert_int_equal(fi_close(&dom->fid), 0);
+	assert_int_equal(fi_close(&fab->fid), 0);
+	fi_freeinfo(cli);
+	fi_freeinfo(srv);
 	fi_freeinfo(h);
 }
 
@@ -635,6 +783,35 @@ static void eq_teardown(struct objs *o, struct fid_eq *eq)
 	objs_close(o);
 }
 
+/* Issue 10 item 3: fi_trywait(3) takes EQs as well as CQs and counters:
+ * 0 when the EQ is empty (safe to block on its fd), -FI_EAGAIN while an
+ * event is queued; an EQ without a wait object cannot be waited on. */
+static void test_eq_trywait(void **state)
+{
+	(void)state;
+	struct objs o;
+	struct fid_eq *eq, *eq_none;
+	struct fi_eq_attr none_attr = {.wait_obj = FI_WAIT_NONE};
+	struct fi_eq_entry in = {.context = (void *)0x55}, out;
+	struct fid *fids[1];
+	uint32_t event = 0;
+
+	eq_setup(&o, &eq, FI_WAIT_FD);
+	fids[0] = &eq->fid;
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), 0);
+	assert_int_equal(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), sizeof(in));
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), -FI_EAGAIN);
+	assert_int_equal(fi_eq_read(eq, &event, &out, sizeof(out), 0), sizeof(in));
+	assert_ptr_equal(out.context, (void *)0x55);
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), 0);
+
+	assert_int_equal(fi_eq_open(o.fabric, &none_attr, &eq_none, NULL), 0);
+	fids[0] = &eq_none->fid;
+	assert_int_equal(fi_trywait(o.fabric, fids, 1), -FI_EINVAL);
+	assert_int_equal(fi_close(&eq_none->fid), 0);
+	eq_teardown(&o, eq);
+}
+
 static void test_eq_write_read(void **state)
 {
 	(void)state;
@@ -790,7 +967,8 @@ int main(void)
 		cmocka_unit_test(test_hint_ompi_mtl),
 		cmocka_unit_test(test_hint_names_match),
 		cmocka_unit_test(test_hint_mr_mode),
-		cmocka_unit_test(test_node_service_ignored),
+		cmocka_unit_test(test_node_service),
+		cmocka_unit_test(test_service_claim_resolve),
 		cmocka_unit_test(test_fabric_open_close),
 		cmocka_unit_test(test_close_with_children_busy),
 		cmocka_unit_test(test_domain_open_args),
@@ -798,6 +976,7 @@ int main(void)
 		cmocka_unit_test(test_mr_bad_args),
 		cmocka_unit_test(test_mr_prov_key),
 		cmocka_unit_test(test_eq_write_read),
+		cmocka_unit_test(test_eq_trywait),
 		cmocka_unit_test(test_eq_readerr),
 		cmocka_unit_test(test_eq_sread),
 		cmocka_unit_test(test_eq_bad_args),
