@@ -216,7 +216,7 @@ static void test_delivery_complete(void **state)
 	struct fid_cq *cq2;
 	fi_addr_t a2;
 	struct fi_cq_tagged_entry ce;
-	char *sbuf = malloc(100000), *rbuf = malloc(100000);
+	char *sbuf = malloc(100001), *rbuf = malloc(100001); /* + 1: a guard byte */
 
 	assert_non_null(hints);
 	assert_non_null(sbuf);
@@ -260,6 +260,7 @@ static void test_delivery_complete(void **state)
 		}
 		assert_int_equal(ce.len, len);
 		assert_memory_equal(rbuf, sbuf, len);
+		assert_int_equal(rbuf[len], 0); /* nothing past the message */
 		{
 			uint64_t end = tm_now_ms() + TM_WAIT_MS;
 			int rc = -FI_ETIMEDOUT;
