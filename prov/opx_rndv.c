@@ -317,7 +317,9 @@ int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, ui
 	t->flags = flags;
 	t->len = len;
 	t->dest = dest;
-	t->peer = peer;
+	t->peer = shim_peer_get(peer); /* released with the slot, like a rendezvous send */
+	t->dones_left = 1;
+	t->ctw_seen = false;
 	*cookie = opx_cookie(t->gen, (size_t)(t - ep->rndv));
 	return 0;
 }
@@ -326,8 +328,10 @@ void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie)
 {
 	struct opx_rndv_tx *t = &ep->rndv[(uint32_t)cookie];
 
+	shim_peer_close(t->peer);
+	t->peer = NULL;
 	t->busy = false;
-	t->gen++;
+	t->gen = opx_rndv_gen(ep, t->gen);
 	t->next_free = ep->rndv_free;
 	ep->rndv_free = t;
 	ep->rndv_busy--;
