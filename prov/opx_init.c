@@ -42,6 +42,7 @@
 #define OPX_MAX_HDRQ ((size_t)1 << 16) /* shim_dev_open refuses more */
 #define OPX_MAX_EAGER_BYTES ((size_t)1 << 30)
 #define OPX_MAX_SLEEP_MS 10000
+#define OPX_MAX_SPIN_COUNT (1 << 30)
 
 static void opx_cleanup(void);
 
@@ -101,9 +102,9 @@ static void opx_params_define(void)
 			"(default: %zu)",
 			OPX_MIN_HDRQ, OPX_MAX_HDRQ, OPX_DEF_HDRQ_ENTRIES);
 	fi_param_define(&opx_prov, "EAGER_RING_BYTES", FI_PARAM_SIZE_T,
-			"Eager receive ring bytes per endpoint, power of two, >= 4 x MTU "
+			"Eager receive ring bytes per endpoint, power of two in 4 x MTU..%zu "
 			"(default: %zu)",
-			OPX_DEF_EAGER_BYTES);
+			OPX_MAX_EAGER_BYTES, OPX_DEF_EAGER_BYTES);
 	fi_param_define(&opx_prov, "INJECT_SIZE", FI_PARAM_SIZE_T,
 			"Largest fi_inject message, <= MTU and <= EAGER_MAX, so that an inject is "
 			"always copied out before the call returns (default: %zu)",
@@ -128,8 +129,8 @@ static void opx_params_define(void)
 			"I_MPI_HYDRA_UUID, SLURM_JOB_ID.SLURM_STEP_ID, first found), else one "
 			"key per uid, so processes started by hand still meet (default: unset)");
 	fi_param_define(&opx_prov, "SPIN_COUNT", FI_PARAM_INT,
-			"Empty polls before a blocking wait yields, >= 0 (default: %d)",
-			OPX_DEF_SPIN_COUNT);
+			"Empty polls before a blocking wait yields, 0..%d (default: %d)",
+			OPX_MAX_SPIN_COUNT, OPX_DEF_SPIN_COUNT);
 	fi_param_define(&opx_prov, "SLEEP_MS", FI_PARAM_INT,
 			"Longest single sleep in a blocking wait, 1..%d ms (default: %d)",
 			OPX_MAX_SLEEP_MS, OPX_DEF_SLEEP_MS);
@@ -378,7 +379,7 @@ static void opx_params_load(void)
 		p->jkey = opx_jkey_derive(&p->jkey_src);
 	OPX_INFO(FI_LOG_CORE, "job key 0x%04x from %s\n", (unsigned int)p->jkey,
 		 opx_jkey_src_name(p->jkey_src));
-	opx_param_int("SPIN_COUNT", &p->spin_count, 0, 1 << 30);
+	opx_param_int("SPIN_COUNT", &p->spin_count, 0, OPX_MAX_SPIN_COUNT);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
