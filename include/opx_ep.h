@@ -38,6 +38,11 @@ enum opx_opcode {
 	OPX_OP_CTW,         /* receiver asks the sender to write a part with CMA:
 			       p.u64[0] = cookie, p.u64[1] = rx cookie */
 	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status */
+	/* one-sided: handled in opx_rma.c, layout in opx_rma.h */
+	OPX_OP_RMA_WRITE,
+	OPX_OP_RMA_READ,
+	OPX_OP_ATOMIC,
+	OPX_OP_RMA_RESP,
 	OPX_OP_MAX
 };
 
@@ -215,6 +220,12 @@ struct opx_ep {
 	const struct opx_av *last_av;
 	struct shim_peer *anon[OPX_ANON_PEERS];
 	size_t anon_next;
+
+	/* one-sided (opx_rma.c) */
+	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */
+	bool rma_busy;              /* chunks or replies wait for credits */
+	struct opx_cntr *write_cntr; /* FI_WRITE: RMA writes, non-fetching atomics */
+	struct opx_cntr *read_cntr;  /* FI_READ: RMA reads, fetching atomics */
 
 	/* stats */
 	uint64_t rx_dropped;

@@ -40,7 +40,7 @@ struct fi_provider *fi_prov_ini(void);
 
 /* fi_getinfo(3): primary caps must be asked for explicitly; secondary
  * caps may be reported unasked when they cost nothing. */
-#define OPX_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV)
+#define OPX_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC)
 /* Secondary capabilities that cost nothing on our data path: the shm and
  * udp wires are both always present in the model. */
 #define OPX_FREE_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
@@ -96,7 +96,7 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 	fi->tx_attr->inject_size = opx_env.inject_size;
 	fi->tx_attr->size = OPX_TX_SIZE;
 	fi->tx_attr->iov_limit = OPX_IOV_LIMIT;
-	fi->tx_attr->rma_iov_limit = 0;
+	fi->tx_attr->rma_iov_limit = 1; /* fi_writemsg/readmsg/atomicmsg: one remote range */
 
 	fi->rx_attr->caps = OPX_RX_CAPS;
 	fi->rx_attr->mode = 0;
@@ -330,6 +330,10 @@ static uint64_t opx_caps_select(uint64_t asked)
 	/* FI_SEND/FI_RECV restrict a primary capability; neither means both. */
 	if (!(caps & (FI_SEND | FI_RECV)))
 		caps |= FI_SEND | FI_RECV;
+	/* FI_READ..FI_REMOTE_WRITE restrict FI_RMA/FI_ATOMIC; none means all. */
+	if ((caps & (FI_RMA | FI_ATOMIC)) &&
+	    !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	/* fi_getinfo(3): neither FI_LOCAL_COMM nor FI_REMOTE_COMM means the
 	 * configuration that costs least - for us that is both. */
 	caps |= OPX_FREE_SECONDARY_CAPS;

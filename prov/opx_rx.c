@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include "opx_ep.h"
+#include "opx_rma.h"
 
 #define OPX_PROGRESS_BATCH 64
 
@@ -256,6 +257,8 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	}
 	if (h->opcode == OPX_OP_EAGER)
 		return opx_rx_eager(ep, h, pay);
+	if (h->opcode >= OPX_OP_RMA_WRITE)
+		return opx_rma_rx_packet(ep, h, pay);
 	if (h->opcode >= OPX_OP_DONE)
 		return opx_rndv_rx_packet(ep, e, pay);
 	return opx_rx_table[h->opcode](ep, h, pay);
@@ -270,6 +273,8 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 		return;
 	if (__builtin_expect(opx_rndv_pending(ep), 0))
 		opx_rndv_progress(ep);
+	if (__builtin_expect(ep->rma_busy, 0))
+		opx_rma_progress(ep);
 	for (n = 0; n < OPX_PROGRESS_BATCH; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		if (!e)
