@@ -47,14 +47,14 @@
 
 /* Capabilities that really work; fi_getinfo never returns more. */
 #define OPX_RMA_CAPS                                                                               \
-	(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+	(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define OPX_CAPS                                                                                   \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |   \
 	 FI_LOCAL_COMM | FI_REMOTE_COMM | OPX_RMA_CAPS)
 #define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE)
 #define OPX_RX_CAPS                                                                                \
 	(FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_RMA |    \
-	 FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE)
+	 FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 /* One-sided operations between two endpoints are executed at the target
  * in posting order (opx_rma.c): reads, writes and atomics are ordered
  * among themselves, and after earlier sends (RAS: both go through one
@@ -150,6 +150,8 @@ struct opx_mr {
 	size_t iov_count;
 	struct iovec iov[OPX_IOV_LIMIT];
 	size_t len;            /* bytes in iov[], the remote-accessible range */
+	struct opx_cntr *cntr; /* fi_mr_bind (FI_RMA_EVENT): counts remote accesses */
+	uint64_t cntr_flags;   /* FI_REMOTE_WRITE and/or FI_REMOTE_READ */
 	struct opx_mr *hnext;  /* domain->mr_table chain (opx_mr.c) */
 };
 

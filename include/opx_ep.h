@@ -226,6 +226,8 @@ struct opx_ep {
 	bool rma_busy;              /* chunks or replies wait for credits */
 	struct opx_cntr *write_cntr; /* FI_WRITE: RMA writes, non-fetching atomics */
 	struct opx_cntr *read_cntr;  /* FI_READ: RMA reads, fetching atomics */
+	struct opx_cntr *rwrite_cntr; /* FI_REMOTE_WRITE (FI_RMA_EVENT): target side */
+	struct opx_cntr *rread_cntr;  /* FI_REMOTE_READ (FI_RMA_EVENT): target side */
 
 	/* stats */
 	uint64_t rx_dropped;

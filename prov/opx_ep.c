@@ -18,6 +18,23 @@
 
 #define OPX_MIN_MULTI_RECV_DEFAULT 16384
 
+/* Counters an endpoint can be bound to, by fi_ep_bind flag. */
+#define OPX_EP_CNTRS 6
+#define OPX_EP_CNTR_FLAGS                                                                          \
+	(FI_SEND | FI_RECV | FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ)
+static const uint64_t opx_ep_cntr_bit[OPX_EP_CNTRS] = {FI_SEND,	 FI_RECV,	  FI_WRITE,
+						       FI_READ,	 FI_REMOTE_WRITE, FI_REMOTE_READ};
+
+static void opx_ep_cntr_slots(struct opx_ep *ep, struct opx_cntr **slot[OPX_EP_CNTRS])
+{
+	slot[0] = &ep->send_cntr;
+	slot[1] = &ep->recv_cntr;
+	slot[2] = &ep->write_cntr;
+	slot[3] = &ep->read_cntr;
+	slot[4] = &ep->rwrite_cntr;
+	slot[5] = &ep->rread_cntr;
+}
+
 static int opx_ep_close(struct fid *fid)
 {
 	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
@@ -34,15 +51,19 @@ static int opx_ep_close(struct fid *fid)
 		opx_cq_detach_ep(ep->tx_cq, ep);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
 		opx_cq_detach_ep(ep->rx_cq, ep);
-	if (ep->send_cntr)
-		opx_cntr_detach_ep(ep->send_cntr, ep);
-	if (ep->recv_cntr && ep->recv_cntr != ep->send_cntr)
-		opx_cntr_detach_ep(ep->recv_cntr, ep);
-	if (ep->write_cntr && ep->write_cntr != ep->send_cntr && ep->write_cntr != ep->recv_cntr)
-		opx_cntr_detach_ep(ep->write_cntr, ep);
-	if (ep->read_cntr && ep->read_cntr != ep->send_cntr && ep->read_cntr != ep->recv_cntr &&
-	    ep->read_cntr != ep->write_cntr)
-		opx_cntr_detach_ep(ep->read_cntr, ep);
+	{
+		/* each distinct counter was attached once */
+		struct opx_cntr **slot[OPX_EP_CNTRS];
+
+		opx_ep_cntr_slots(ep, slot);
+		for (size_t i = 0; i < OPX_EP_CNTRS; i++) {
+			bool first = *slot[i] != NULL;
+			for (size_t j = 0; j < i && first; j++)
+				first = *slot[j] != *slot[i];
+			if (first)
+				opx_cntr_detach_ep(*slot[i], ep);
+		}
+	}
 
 	opx_lock_acquire(&domain->lock);
 	ep->enabled = false;
@@ -106,30 +127,28 @@ static int opx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 	case FI_CLASS_CNTR: {
 		struct opx_cntr *cntr = OPX_CONTAINER_OF(bfid, struct opx_cntr, cntr_fid.fid);
-		uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-			      FI_REMOTE_WRITE;
+		struct opx_cntr **slot[OPX_EP_CNTRS];
+		bool attached = false;
+		size_t i;
+
 		if (cntr->domain != ep->domain)
 			return -FI_EINVAL;
-		if (!(flags & ok) || (flags & ~ok))
+		if (!(flags & OPX_EP_CNTR_FLAGS) || (flags & ~OPX_EP_CNTR_FLAGS))
 			return -FI_EBADFLAGS;
-		if (((flags & FI_SEND) && ep->send_cntr) || ((flags & FI_RECV) && ep->recv_cntr))
-			return -FI_EINVAL;
-		if (((flags & FI_WRITE) && ep->write_cntr) || ((flags & FI_READ) && ep->read_cntr))
-			return -FI_EINVAL;
-		if (cntr != ep->send_cntr && cntr != ep->recv_cntr && cntr != ep->write_cntr &&
-		    cntr != ep->read_cntr && (flags & (FI_SEND | FI_RECV | FI_WRITE | FI_READ))) {
+		opx_ep_cntr_slots(ep, slot);
+		for (i = 0; i < OPX_EP_CNTRS; i++) {
+			if ((flags & opx_ep_cntr_bit[i]) && *slot[i])
+				return -FI_EINVAL;
+			attached |= *slot[i] == cntr;
+		}
+		if (!attached) {
 			rc = opx_cntr_attach_ep(cntr, ep);
 			if (rc)
 				return rc;
 		}
-		if (flags & FI_SEND)
-			ep->send_cntr = cntr;
-		if (flags & FI_RECV)
-			ep->recv_cntr = cntr;
-		if (flags & FI_WRITE)
-			ep->write_cntr = cntr;
-		if (flags & FI_READ)
-			ep->read_cntr = cntr;
+		for (i = 0; i < OPX_EP_CNTRS; i++)
+			if (flags & opx_ep_cntr_bit[i])
+				*slot[i] = cntr;
 		return 0;
 	}
 	case FI_CLASS_EQ:

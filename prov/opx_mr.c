@@ -115,7 +115,7 @@ bool opx_mr_virt_addr(const struct opx_domain *d)
 }
 
 int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len,
-			  uint64_t need, struct iovec *out, size_t *outcnt)
+			  uint64_t need, struct iovec *out, size_t *outcnt, struct opx_mr **mrp)
 {
 	struct opx_mr *mr = opx_mr_find_locked(d, key);
 	uint64_t off;
@@ -137,6 +137,8 @@ int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, siz
 	if (off > mr->len || len > mr->len - off)
 		return -FI_EINVAL;
 	*outcnt = len ? opx_iov_slice(mr->iov, mr->iov_count, (size_t)off, len, out) : 0;
+	if (mrp)
+		*mrp = mr;
 	return 0;
 }
 
@@ -158,16 +160,55 @@ static int opx_mr_close(struct fid *fid)
 	opx_lock_acquire(&d->lock);
 	opx_mr_table_remove(&d->mr_table, mr);
 	opx_lock_release(&d->lock);
+	if (mr->cntr)
+		atomic_fetch_sub(&mr->cntr->refcnt, 1);
 	atomic_fetch_sub(&d->refcnt, 1);
 	free(mr);
 	return 0;
 }
 
+/* FI_RMA_EVENT: a counter counting the remote writes and/or reads that
+ * target this region (flags FI_REMOTE_WRITE, FI_REMOTE_READ).  The
+ * counter advances when the target endpoint progresses: bind that
+ * endpoint to a CQ or counter the application reads. */
+static int opx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct opx_mr *mr = OPX_CONTAINER_OF(fid, struct opx_mr, mr_fid.fid);
+	struct opx_cntr *cntr;
+
+	if (!bfid || bfid->fclass != FI_CLASS_CNTR)
+		return -FI_EINVAL;
+	if (!(flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) ||
+	    (flags & ~(FI_REMOTE_WRITE | FI_REMOTE_READ)))
+		return -FI_EBADFLAGS;
+	cntr = OPX_CONTAINER_OF(bfid, struct opx_cntr, cntr_fid.fid);
+	if (cntr->domain != mr->domain)
+		return -FI_EINVAL;
+	opx_lock_acquire(&mr->domain->lock);
+	if (mr->cntr && mr->cntr != cntr) {
+		opx_lock_release(&mr->domain->lock);
+		return -FI_EBUSY;
+	}
+	if (!mr->cntr)
+		atomic_fetch_add(&cntr->refcnt, 1);
+	mr->cntr = cntr;
+	mr->cntr_flags |= flags;
+	opx_lock_release(&mr->domain->lock);
+	return 0;
+}
+
+static int opx_mr_control(struct fid *fid, int command, void *arg)
+{
+	(void)fid, (void)arg;
+	/* regions are usable from registration on: enabling is a no-op */
+	return command == FI_ENABLE ? 0 : -FI_ENOSYS;
+}
+
 static struct fi_ops opx_mr_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_mr_close,
-	.bind = opx_no_bind,
-	.control = opx_no_control,
+	.bind = opx_mr_bind,
+	.control = opx_mr_control,
 	.ops_open = opx_no_ops_open,
 };
 

@@ -479,17 +479,26 @@ static void opx_rma_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
 /* ---------------------------------------------------------------------
  * Target: executing a request.
  */
+/* A request executed at the target: remote CQ data and, with
+ * FI_RMA_EVENT, the endpoint's and the region's remote counters.  Once
+ * per operation (its last chunk). */
 static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h, uint64_t what,
-				  size_t len)
+				  uint64_t dir, size_t len, const struct opx_mr *mr)
 {
+	if (!(h->p.u64[1] & OPX_RMA_LAST))
+		return;
 	if ((h->flags & OPX_PF_CQDATA) && ep->rx_cq)
-		opx_cq_report_locked(ep->rx_cq, NULL, what | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA,
-				     len, NULL, h->data, 0, FI_ADDR_NOTAVAIL);
+		opx_cq_report_locked(ep->rx_cq, NULL, what | dir | FI_REMOTE_CQ_DATA, len, NULL,
+				     h->data, 0, FI_ADDR_NOTAVAIL);
+	opx_cntr_inc(dir == FI_REMOTE_WRITE ? ep->rwrite_cntr : ep->rread_cntr);
+	if (mr && mr->cntr && (mr->cntr_flags & dir))
+		opx_cntr_inc(mr->cntr);
 }
 
 static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct iovec loc[OPX_IOV_LIMIT];
+	struct opx_mr *mr = NULL;
 	struct opx_rma_state *st;
 	struct shim_peer *peer;
 	size_t nloc = 0;
@@ -509,15 +518,14 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 
 	if (h->opcode == OPX_OP_RMA_WRITE) {
 		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->paylen,
-					       FI_REMOTE_WRITE, loc, &nloc);
+					       FI_REMOTE_WRITE, loc, &nloc, &mr);
 		if (!status) {
 			const uint8_t *p = pay;
 			for (size_t i = 0; i < nloc; i++) {
 				memcpy(loc[i].iov_base, p, loc[i].iov_len);
 				p += loc[i].iov_len;
 			}
-			if (tag & OPX_RMA_LAST)
-				opx_rma_target_event(ep, h, FI_RMA, h->msgid);
+			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_WRITE, h->msgid, mr);
 		}
 		opx_rma_reply(ep, st, peer, tag, (uint64_t)-status, NULL, 0, 0);
 		return 0;
@@ -529,9 +537,11 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 			status = -FI_EINVAL;
 		else
 			status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, len,
-						       FI_REMOTE_READ, loc, &nloc);
+						       FI_REMOTE_READ, loc, &nloc, &mr);
 		if (status)
 			len = 0;
+		else
+			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_READ, len, mr);
 		opx_rma_reply(ep, st, peer, tag, (uint64_t)-status, loc, nloc, len);
 		return 0;
 	}
@@ -559,7 +569,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		else if (kind != OPX_AK_WRITE)
 			need |= FI_REMOTE_READ;
 		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, bytes, need, loc,
-					       &nloc);
+					       &nloc, &mr);
 		if (!status && nloc != 1)
 			status = -FI_EINVAL; /* elements must not straddle two iovecs */
 	}
@@ -568,7 +578,9 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 					  kind == OPX_AK_COMPARE ? pay + bytes : NULL,
 					  kind != OPX_AK_WRITE ? st->scratch : NULL, n);
 		if (!status)
-			opx_rma_target_event(ep, h, FI_ATOMIC, bytes);
+			opx_rma_target_event(ep, h, FI_ATOMIC,
+					     op == FI_ATOMIC_READ ? FI_REMOTE_READ : FI_REMOTE_WRITE,
+					     bytes, mr);
 	}
 	{
 		struct iovec v = {.iov_base = st->scratch, .iov_len = bytes};

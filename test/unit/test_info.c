@@ -184,7 +184,7 @@ typedef void (*hint_mut)(struct fi_info *h);
 		body;                                                                              \
 	}
 
-MUT(caps_rma_event, h->caps = FI_TAGGED | FI_RMA_EVENT)
+MUT(caps_trigger, h->caps = FI_TAGGED | FI_TRIGGER)
 MUT(ep_msg, h->ep_attr->type = FI_EP_MSG)
 MUT(ep_dgram, h->ep_attr->type = FI_EP_DGRAM)
 MUT(protocol, h->ep_attr->protocol = FI_PROTO_RXM)
@@ -229,7 +229,7 @@ static void test_rejected_hints(void **state)
 		hint_mut mut;
 	} cases[] = {
 #define C(n) {#n, mut_##n}
-		C(caps_rma_event), C(ep_msg),      C(ep_dgram),
+		C(caps_trigger), C(ep_msg),      C(ep_dgram),
 		C(protocol),    C(max_msg),       C(prefix),         C(ep_tx_ctx),   C(fabric_name),
 		C(prov_name),   C(domain_name),   C(addr_format),    C(inject),      C(tx_size),
 		C(tx_iov),      C(tx_rma_iov),    C(tx_caps),        C(tx_order),    C(tx_comp_order),
@@ -330,7 +330,7 @@ static void test_hint_caps(void **state)
 	assert_int_equal(fi->caps & (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
 				     FI_REMOTE_WRITE),
 			 FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
-	assert_false(fi->caps & FI_RMA_EVENT);
+	assert_false(fi->caps & FI_RMA_EVENT); /* secondary: only when asked */
 	assert_true(fi->tx_attr->caps & FI_WRITE);
 	assert_true(fi->rx_attr->caps & FI_REMOTE_WRITE);
 	assert_true(fi->tx_attr->msg_order & FI_ORDER_RAW);
@@ -530,7 +530,7 @@ static void test_domain_open_args(void **state)
 	fi_freeinfo(bad);
 
 	bad = fi_dupinfo(o.info);
-	bad->caps |= FI_RMA_EVENT;
+	bad->caps |= FI_TRIGGER;
 	assert_int_equal(fi_domain(o.fabric, bad, &d, NULL), -FI_EOPNOTSUPP);
 	fi_freeinfo(bad);
 

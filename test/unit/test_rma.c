@@ -185,24 +185,24 @@ static void test_mr_resolve(void **state)
 	rma_open(&e, 0);
 	d = OPX_CONTAINER_OF(e.domain, struct opx_domain, domain_fid);
 	assert_int_equal(fi_mr_regv(e.domain, v, 2, FI_REMOTE_READ, 0, 9, 0, &mr, NULL), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 90, 20, FI_REMOTE_READ, out, &n), 0);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 90, 20, FI_REMOTE_READ, out, &n, NULL), 0);
 	assert_int_equal(n, 2);
 	assert_ptr_equal(out[0].iov_base, buf + 90);
 	assert_int_equal(out[0].iov_len, 10);
 	assert_ptr_equal(out[1].iov_base, buf + 128);
 	assert_int_equal(out[1].iov_len, 10);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 200, FI_REMOTE_READ, out, &n), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 200, 0, FI_REMOTE_READ, out, &n), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 1, 200, FI_REMOTE_READ, out, &n), -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 201, 0, FI_REMOTE_READ, out, &n), -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, UINT64_MAX, 2, FI_REMOTE_READ, out, &n),
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 200, FI_REMOTE_READ, out, &n, NULL), 0);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 200, 0, FI_REMOTE_READ, out, &n, NULL), 0);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 1, 200, FI_REMOTE_READ, out, &n, NULL), -FI_EINVAL);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 201, 0, FI_REMOTE_READ, out, &n, NULL), -FI_EINVAL);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, UINT64_MAX, 2, FI_REMOTE_READ, out, &n, NULL),
 			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 8, SIZE_MAX, FI_REMOTE_READ, out, &n),
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 8, SIZE_MAX, FI_REMOTE_READ, out, &n, NULL),
 			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 8, FI_REMOTE_WRITE, out, &n), -FI_EACCES);
-	assert_int_equal(opx_mr_resolve_locked(d, 10, 0, 8, FI_REMOTE_READ, out, &n), -FI_EACCES);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 8, FI_REMOTE_WRITE, out, &n, NULL), -FI_EACCES);
+	assert_int_equal(opx_mr_resolve_locked(d, 10, 0, 8, FI_REMOTE_READ, out, &n, NULL), -FI_EACCES);
 	fi_close(&mr->fid);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 8, FI_REMOTE_READ, out, &n), -FI_EACCES);
+	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 8, FI_REMOTE_READ, out, &n, NULL), -FI_EACCES);
 	rma_close(&e);
 
 	/* virtual addresses */
@@ -210,16 +210,16 @@ static void test_mr_resolve(void **state)
 	d = OPX_CONTAINER_OF(e.domain, struct opx_domain, domain_fid);
 	assert_int_equal(fi_mr_reg(e.domain, buf + 16, 64, FI_REMOTE_WRITE, 0, 3, 0, &mr, NULL), 0);
 	assert_int_equal(opx_mr_resolve_locked(d, 3, (uint64_t)(uintptr_t)(buf + 20), 60,
-					       FI_REMOTE_WRITE, out, &n),
+					       FI_REMOTE_WRITE, out, &n, NULL),
 			 0);
 	assert_ptr_equal(out[0].iov_base, buf + 20);
 	assert_int_equal(opx_mr_resolve_locked(d, 3, (uint64_t)(uintptr_t)(buf + 15), 1,
-					       FI_REMOTE_WRITE, out, &n),
+					       FI_REMOTE_WRITE, out, &n, NULL),
 			 -FI_EINVAL);
 	assert_int_equal(opx_mr_resolve_locked(d, 3, (uint64_t)(uintptr_t)(buf + 20), 61,
-					       FI_REMOTE_WRITE, out, &n),
+					       FI_REMOTE_WRITE, out, &n, NULL),
 			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 3, 4, 1, FI_REMOTE_WRITE, out, &n), -FI_EINVAL);
+	assert_int_equal(opx_mr_resolve_locked(d, 3, 4, 1, FI_REMOTE_WRITE, out, &n, NULL), -FI_EINVAL);
 	fi_close(&mr->fid);
 	rma_close(&e);
 }
@@ -418,6 +418,99 @@ static void test_rma_many(void **state)
 	rma_close(&e);
 }
 
+/* FI_RMA_EVENT: remote counters on the endpoint and on a region. */
+static void test_rma_event(void **state)
+{
+	(void)state;
+	struct rma_env e;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+	struct fid_cntr *rw, *rr, *mc;
+	struct fid_mr *mr, *other;
+	static uint8_t tgt[64 * 1024], buf[64 * 1024], t2[64];
+	uint64_t one = 1, res;
+	int ctx;
+
+	rma_open(&e, 0);
+	assert_int_equal(fi_cntr_open(e.domain, &ca, &rw, NULL), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &ca, &rr, NULL), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &ca, &mc, NULL), 0);
+	/* bind before enable is required for endpoints: use a second env? no:
+	 * the loopback endpoint is already enabled, so bind must refuse */
+	assert_int_equal(fi_ep_bind(e.ep, &rw->fid, FI_REMOTE_WRITE), -FI_EOPBADSTATE);
+	rma_close(&e);
+	fi_close(&rw->fid);
+	fi_close(&rr->fid);
+	fi_close(&mc->fid);
+
+	/* again, binding the remote counters before enabling */
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_DATA, .wait_obj = FI_WAIT_NONE};
+	char addr[64];
+	size_t addrlen = sizeof(addr);
+
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(fx_getinfo(NULL, FI_RMA | FI_ATOMIC | FI_RMA_EVENT, &e.info), 0);
+	assert_true(e.info->caps & FI_RMA_EVENT);
+	assert_int_equal(fx_prov()->fabric(e.info->fabric_attr, &e.fabric, NULL), 0);
+	assert_int_equal(fi_domain(e.fabric, e.info, &e.domain, NULL), 0);
+	assert_int_equal(fi_av_open(e.domain, &av_attr, &e.av, NULL), 0);
+	assert_int_equal(fi_cq_open(e.domain, &cq_attr, &e.cq, NULL), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &ca, &rw, NULL), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &ca, &rr, NULL), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &ca, &mc, NULL), 0);
+	assert_int_equal(fi_endpoint(e.domain, e.info, &e.ep, NULL), 0);
+	assert_int_equal(fi_ep_bind(e.ep, &e.av->fid, 0), 0);
+	assert_int_equal(fi_ep_bind(e.ep, &e.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(e.ep, &rw->fid, FI_REMOTE_WRITE), 0);
+	assert_int_equal(fi_ep_bind(e.ep, &rr->fid, FI_REMOTE_READ), 0);
+	assert_int_equal(fi_ep_bind(e.ep, &rw->fid, FI_REMOTE_WRITE), -FI_EINVAL);
+	assert_int_equal(fi_enable(e.ep), 0);
+	assert_int_equal(fi_getname(&e.ep->fid, addr, &addrlen), 0);
+	assert_int_equal(fi_av_insert(e.av, addr, 1, &e.self, 0, NULL), 1);
+
+	assert_int_equal(fi_mr_reg(e.domain, tgt, sizeof(tgt), FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+				   1, 0, &mr, NULL),
+			 0);
+	assert_int_equal(fi_mr_reg(e.domain, t2, sizeof(t2), FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 2,
+				   0, &other, NULL),
+			 0);
+	assert_int_equal(fi_mr_bind(mr, &mc->fid, FI_REMOTE_WRITE), 0);
+	assert_int_equal(fi_mr_bind(mr, &mc->fid, FI_SEND), -FI_EBADFLAGS);
+	assert_int_equal(fi_mr_enable(mr), 0);
+	/* a multi-chunk write counts once */
+	assert_int_equal(fi_write(e.ep, buf, sizeof(buf), NULL, e.self, 0, 1, &ctx), 0);
+	assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+	assert_int_equal(fi_read(e.ep, buf, sizeof(buf), NULL, e.self, 0, 1, &ctx), 0);
+	assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+	assert_int_equal(fi_atomic(e.ep, &one, 1, NULL, e.self, 0, 1, FI_UINT64, FI_SUM, &ctx), 0);
+	assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+	assert_int_equal(fi_fetch_atomic(e.ep, NULL, 1, NULL, &res, NULL, e.self, 0, 1, FI_UINT64,
+					 FI_ATOMIC_READ, &ctx),
+			 0);
+	assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+	assert_int_equal(res, 1);
+	/* another region: the endpoint counts it, the first region's does not */
+	assert_int_equal(fi_write(e.ep, buf, 8, NULL, e.self, 0, 2, &ctx), 0);
+	assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+	/* refused: counted nowhere */
+	assert_int_equal(fi_write(e.ep, buf, 8, NULL, e.self, 1 << 20, 1, &ctx), 0);
+	assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EINVAL);
+	assert_int_equal(fi_cntr_wait(rw, 3, 5000), 0);
+	assert_int_equal(fi_cntr_read(rw), 3);
+	assert_int_equal(fi_cntr_read(rr), 2);
+	assert_int_equal(fi_cntr_read(mc), 2);
+	/* the counter is in use while the region is bound to it */
+	assert_int_equal(fi_close(&mc->fid), -FI_EBUSY);
+	fi_close(&mr->fid);
+	fi_close(&other->fid);
+	fi_close(&e.ep->fid);
+	e.ep = NULL;
+	assert_int_equal(fi_close(&mc->fid), 0);
+	fi_close(&rw->fid);
+	fi_close(&rr->fid);
+	rma_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -428,6 +521,7 @@ int main(void)
 		cmocka_unit_test(test_rma_sweep_virt),
 		cmocka_unit_test(test_rma_refused),
 		cmocka_unit_test(test_rma_many),
+		cmocka_unit_test(test_rma_event),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
