@@ -434,13 +434,12 @@ static void test_rma_event(void **state)
 	assert_int_equal(fi_cntr_open(e.domain, &ca, &rw, NULL), 0);
 	assert_int_equal(fi_cntr_open(e.domain, &ca, &rr, NULL), 0);
 	assert_int_equal(fi_cntr_open(e.domain, &ca, &mc, NULL), 0);
-	/* bind before enable is required for endpoints: use a second env? no:
-	 * the loopback endpoint is already enabled, so bind must refuse */
+	/* the loopback endpoint is already enabled: binding must refuse */
 	assert_int_equal(fi_ep_bind(e.ep, &rw->fid, FI_REMOTE_WRITE), -FI_EOPBADSTATE);
+	assert_int_equal(fi_close(&rw->fid), 0);
+	assert_int_equal(fi_close(&rr->fid), 0);
+	assert_int_equal(fi_close(&mc->fid), 0);
 	rma_close(&e);
-	fi_close(&rw->fid);
-	fi_close(&rr->fid);
-	fi_close(&mc->fid);
 
 	/* again, binding the remote counters before enabling */
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
