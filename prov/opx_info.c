@@ -226,12 +226,22 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 	return true;
 }
 
-static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t)
+/* One-sided operations always complete once the target has placed the
+ * data (opx_rma.c), so an endpoint asked for RMA/atomics only can promise
+ * FI_DELIVERY_COMPLETE (Open MPI's btl ofi asks for it). */
+static uint64_t opx_tx_op_flags(uint64_t caps)
+{
+	bool one_sided = (caps & (FI_RMA | FI_ATOMIC)) && !(caps & (FI_MSG | FI_TAGGED));
+
+	return OPX_TX_OP_FLAGS | (one_sided ? FI_DELIVERY_COMPLETE : 0);
+}
+
+static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t, uint64_t caps)
 {
 	if (!h)
 		return true;
 	return opx_check_bits("tx_attr.caps", h->caps, t->caps) &&
-	       opx_check_bits("tx_attr.op_flags", h->op_flags, OPX_TX_OP_FLAGS) &&
+	       opx_check_bits("tx_attr.op_flags", h->op_flags, opx_tx_op_flags(caps)) &&
 	       opx_check_bits("tx_attr.msg_order", h->msg_order, t->msg_order) &&
 	       opx_check_bits("tx_attr.comp_order", h->comp_order, t->comp_order) &&
 	       opx_check_max("tx_attr.inject_size", h->inject_size, t->inject_size) &&
@@ -310,7 +320,7 @@ static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t)
 		OPX_NOMATCH("addr_format %s (opx uses FI_ADDR_OPX)\n",
 			    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
 	return opx_check_fabric(h->fabric_attr) && opx_check_ep(h->ep_attr, t->ep_attr) &&
-	       opx_check_tx(h->tx_attr, t->tx_attr) && opx_check_rx(h->rx_attr, t->rx_attr) &&
+	       opx_check_tx(h->tx_attr, t->tx_attr, h->caps) && opx_check_rx(h->rx_attr, t->rx_attr) &&
 	       opx_check_domain(h->domain_attr, t->domain_attr);
 }
 
