@@ -46,16 +46,25 @@
 #define OPX_MAX_EPS 256
 
 /* Capabilities that really work; fi_getinfo never returns more. */
+#define OPX_RMA_CAPS                                                                               \
+	(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define OPX_CAPS                                                                                   \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |   \
-	 FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR)
+	 FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR | OPX_RMA_CAPS)
 /* Supported, but changes what completions look like: only when asked. */
 #define OPX_CAPS_ASKED_ONLY FI_SOURCE_ERR
-#define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND)
+#define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE)
 #define OPX_RX_CAPS                                                                                \
 	(FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |             \
-	 FI_SOURCE_ERR)
-#define OPX_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW)
+	 FI_SOURCE_ERR | FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
+/* One-sided operations between two endpoints are executed at the target
+ * in posting order (opx_rma.c): reads, writes and atomics are ordered
+ * among themselves, and after earlier sends (RAS: both go through one
+ * ordered queue).  No SAW/SAR: a send may overtake a multi-chunk write
+ * still queued for credits. */
+#define OPX_MSG_ORDER                                                                              \
+	(FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_WAR | FI_ORDER_WAW |  \
+	 FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW)
 
 extern struct fi_provider opx_prov;
 
@@ -159,7 +168,17 @@ struct opx_mr {
 	uint64_t offset;
 	size_t iov_count;
 	struct iovec iov[OPX_IOV_LIMIT];
-	struct opx_list link; /* domain->mr_list */
+	size_t len;            /* bytes in iov[], the remote-accessible range */
+	struct opx_cntr *cntr; /* fi_mr_bind (FI_RMA_EVENT): counts remote accesses */
+	uint64_t cntr_flags;   /* FI_REMOTE_WRITE and/or FI_REMOTE_READ */
+	struct opx_mr *hnext;  /* domain->mr_table chain (opx_mr.c) */
+};
+
+/* Keys of a domain: chained hash table, O(1) lookup (opx_mr.c). */
+struct opx_mr_table {
+	struct opx_mr **bucket;
+	size_t mask; /* buckets - 1 */
+	size_t count;
 };
 
 struct opx_domain {
@@ -170,13 +189,15 @@ struct opx_domain {
 	uint64_t mr_mode;
 	int unit;
 	_Atomic int refcnt; /* av, cq, cntr, ep, mr */
-	struct opx_list mr_list;
+	struct opx_mr_table mr_table;
 	uint64_t next_mr_key;
 };
 
 int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
 		    void *context);
 struct opx_mr *opx_mr_find_locked(struct opx_domain *domain, uint64_t key);
+extern struct fi_ops_mr opx_domain_mr_ops; /* opx_mr.c */
+void opx_mr_table_free(struct opx_mr_table *t);
 
 /* ---------------------------------------------------------------------
  * Address vector.  fi_addr_t is an index into table[] for both FI_AV_MAP

@@ -43,6 +43,11 @@ enum opx_opcode {
 	OPX_OP_EAGER_DC,    /* whole message, FI_DELIVERY_COMPLETE: p.u64[0] = cookie; eager
 			       payload = struct shim_addr of the sender + data.  The
 			       receiver answers DONE(cookie) once the data is placed. */
+	/* one-sided: handled in opx_rma.c, layout in opx_rma.h */
+	OPX_OP_RMA_WRITE,
+	OPX_OP_RMA_READ,
+	OPX_OP_ATOMIC,
+	OPX_OP_RMA_RESP,
 	OPX_OP_MAX
 };
 
@@ -262,6 +267,14 @@ struct opx_ep {
 	const struct opx_av *last_av;
 	struct shim_peer *anon[OPX_ANON_PEERS];
 	size_t anon_next;
+
+	/* one-sided (opx_rma.c) */
+	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */
+	bool rma_busy;              /* chunks or replies wait for credits */
+	struct opx_cntr *write_cntr; /* FI_WRITE: RMA writes, non-fetching atomics */
+	struct opx_cntr *read_cntr;  /* FI_READ: RMA reads, fetching atomics */
+	struct opx_cntr *rwrite_cntr; /* FI_REMOTE_WRITE (FI_RMA_EVENT): target side */
+	struct opx_cntr *rread_cntr;  /* FI_REMOTE_READ (FI_RMA_EVENT): target side */
 
 	/* stats */
 	uint64_t rx_dropped;

@@ -2,8 +2,8 @@
 /*
  * opx_ep.c - the RDM endpoint object: open (a receive context from the
  * shim), bind, enable, names, options, cancel, close; and the -FI_ENOSYS
- * tables for the operations opx does not advertise (RMA, atomics,
- * collectives) so that calling them is an error, not a crash.
+ * table for collectives, which opx does not advertise, so that calling
+ * them is an error, not a crash (RMA and atomics: opx_rma.c, opx_atomic.c).
  */
 #include <fcntl.h>
 #include <arpa/inet.h>
@@ -16,6 +16,7 @@
 #include <rdma/fi_rma.h>
 
 #include "opx_ep.h"
+#include "opx_rma.h"
 
 #define OPX_MIN_MULTI_RECV_DEFAULT 16384
 
@@ -31,6 +32,23 @@ static int opx_ep_yama_scope(void)
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	return n > 0 && buf[0] >= '0' && buf[0] <= '3' ? buf[0] - '0' : -1;
+}
+
+/* Counters an endpoint can be bound to, by fi_ep_bind flag. */
+#define OPX_EP_CNTRS 6
+#define OPX_EP_CNTR_FLAGS                                                                          \
+	(FI_SEND | FI_RECV | FI_WRITE | FI_READ | FI_REMOTE_WRITE | FI_REMOTE_READ)
+static const uint64_t opx_ep_cntr_bit[OPX_EP_CNTRS] = {FI_SEND,	 FI_RECV,	  FI_WRITE,
+						       FI_READ,	 FI_REMOTE_WRITE, FI_REMOTE_READ};
+
+static void opx_ep_cntr_slots(struct opx_ep *ep, struct opx_cntr **slot[OPX_EP_CNTRS])
+{
+	slot[0] = &ep->send_cntr;
+	slot[1] = &ep->recv_cntr;
+	slot[2] = &ep->write_cntr;
+	slot[3] = &ep->read_cntr;
+	slot[4] = &ep->rwrite_cntr;
+	slot[5] = &ep->rread_cntr;
 }
 
 static int opx_ep_close(struct fid *fid)
@@ -49,10 +67,19 @@ static int opx_ep_close(struct fid *fid)
 		opx_cq_detach_ep(ep->tx_cq, ep);
 	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
 		opx_cq_detach_ep(ep->rx_cq, ep);
-	if (ep->send_cntr)
-		opx_cntr_detach_ep(ep->send_cntr, ep);
-	if (ep->recv_cntr && ep->recv_cntr != ep->send_cntr)
-		opx_cntr_detach_ep(ep->recv_cntr, ep);
+	{
+		/* each distinct counter was attached once */
+		struct opx_cntr **slot[OPX_EP_CNTRS];
+
+		opx_ep_cntr_slots(ep, slot);
+		for (size_t i = 0; i < OPX_EP_CNTRS; i++) {
+			bool first = *slot[i] != NULL;
+			for (size_t j = 0; j < i && first; j++)
+				first = *slot[j] != *slot[i];
+			if (first)
+				opx_cntr_detach_ep(*slot[i], ep);
+		}
+	}
 
 	opx_lock_acquire(&domain->lock);
 	ep->enabled = false;
@@ -60,6 +87,7 @@ static int opx_ep_close(struct fid *fid)
 		atomic_fetch_sub(&ep->av->refcnt, 1);
 	opx_match_cleanup(ep);
 	opx_rndv_fini(ep);
+	opx_rma_fini(ep);
 	opx_lock_release(&domain->lock);
 
 	if (ep->svc_port)
@@ -143,23 +171,28 @@ static int opx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 	case FI_CLASS_CNTR: {
 		struct opx_cntr *cntr = OPX_CONTAINER_OF(bfid, struct opx_cntr, cntr_fid.fid);
-		uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-			      FI_REMOTE_WRITE;
+		struct opx_cntr **slot[OPX_EP_CNTRS];
+		bool attached = false;
+		size_t i;
+
 		if (cntr->domain != ep->domain)
 			return -FI_EINVAL;
-		if (!(flags & ok) || (flags & ~ok))
+		if (!(flags & OPX_EP_CNTR_FLAGS) || (flags & ~OPX_EP_CNTR_FLAGS))
 			return -FI_EBADFLAGS;
-		if (((flags & FI_SEND) && ep->send_cntr) || ((flags & FI_RECV) && ep->recv_cntr))
-			return -FI_EINVAL;
-		if (cntr != ep->send_cntr && cntr != ep->recv_cntr && (flags & (FI_SEND | FI_RECV))) {
+		opx_ep_cntr_slots(ep, slot);
+		for (i = 0; i < OPX_EP_CNTRS; i++) {
+			if ((flags & opx_ep_cntr_bit[i]) && *slot[i])
+				return -FI_EINVAL;
+			attached |= *slot[i] == cntr;
+		}
+		if (!attached) {
 			rc = opx_cntr_attach_ep(cntr, ep);
 			if (rc)
 				return rc;
 		}
-		if (flags & FI_SEND)
-			ep->send_cntr = cntr;
-		if (flags & FI_RECV)
-			ep->recv_cntr = cntr;
+		for (i = 0; i < OPX_EP_CNTRS; i++)
+			if (flags & opx_ep_cntr_bit[i])
+				*slot[i] = cntr;
 		return 0;
 	}
 	case FI_CLASS_EQ:
@@ -395,130 +428,6 @@ static struct fi_ops_cm opx_ep_cm_ops = {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
-static ssize_t opx_rma_no_read(struct fid_ep *ep, void *buf, size_t len, void *desc,
-			       fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_readv(struct fid_ep *ep, const struct iovec *iov, void **desc,
-				size_t count, fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_msg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_write(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-				fi_addr_t dest, uint64_t addr, uint64_t key, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_writev(struct fid_ep *ep, const struct iovec *iov, void **desc,
-				 size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
-				 void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-				 uint64_t addr, uint64_t key)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-				    uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
-				    void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_rma_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
-				     uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
-{
-	return -FI_ENOSYS;
-}
-
-static struct fi_ops_rma opx_ep_rma_ops = {
-	.size = sizeof(struct fi_ops_rma),
-	.read = opx_rma_no_read,
-	.readv = opx_rma_no_readv,
-	.readmsg = opx_rma_no_msg,
-	.write = opx_rma_no_write,
-	.writev = opx_rma_no_writev,
-	.writemsg = opx_rma_no_msg,
-	.inject = opx_rma_no_inject,
-	.writedata = opx_rma_no_writedata,
-	.injectdata = opx_rma_no_injectdata,
-};
-
-static ssize_t opx_at_no_write(struct fid_ep *ep, const void *buf, size_t count, void *desc,
-			       fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
-			       enum fi_op op, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
-				size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
-				enum fi_datatype dt, enum fi_op op, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
-				  uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_inject(struct fid_ep *ep, const void *buf, size_t count, fi_addr_t dest,
-				uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_readwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
-				   void *result, void *result_desc, fi_addr_t dest, uint64_t addr,
-				   uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
-				    size_t count, struct fi_ioc *resultv, void **result_desc,
-				    size_t result_count, fi_addr_t dest, uint64_t addr,
-				    uint64_t key, enum fi_datatype dt, enum fi_op op, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
-				      struct fi_ioc *resultv, void **result_desc,
-				      size_t result_count, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_compwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
-				   const void *compare, void *compare_desc, void *result,
-				   void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
-				   enum fi_datatype dt, enum fi_op op, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
-				    size_t count, const struct fi_ioc *comparev,
-				    void **compare_desc, size_t compare_count,
-				    struct fi_ioc *resultv, void **result_desc, size_t result_count,
-				    fi_addr_t dest, uint64_t addr, uint64_t key,
-				    enum fi_datatype dt, enum fi_op op, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_at_no_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
-				      const struct fi_ioc *comparev, void **compare_desc,
-				      size_t compare_count, struct fi_ioc *resultv,
-				      void **result_desc, size_t result_count, uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static int opx_at_no_valid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op, size_t *count)
-{
-	return -FI_ENOSYS;
-}
-
 static ssize_t opx_coll_no_barrier(struct fid_ep *ep, fi_addr_t coll_addr, void *ctx)
 {
 	return -FI_ENOSYS;
@@ -568,23 +477,6 @@ static ssize_t opx_coll_no_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint
 }
 
 #pragma GCC diagnostic pop
-
-static struct fi_ops_atomic opx_ep_atomic_ops = {
-	.size = sizeof(struct fi_ops_atomic),
-	.write = opx_at_no_write,
-	.writev = opx_at_no_writev,
-	.writemsg = opx_at_no_writemsg,
-	.inject = opx_at_no_inject,
-	.readwrite = opx_at_no_readwrite,
-	.readwritev = opx_at_no_readwritev,
-	.readwritemsg = opx_at_no_readwritemsg,
-	.compwrite = opx_at_no_compwrite,
-	.compwritev = opx_at_no_compwritev,
-	.compwritemsg = opx_at_no_compwritemsg,
-	.writevalid = opx_at_no_valid,
-	.readwritevalid = opx_at_no_valid,
-	.compwritevalid = opx_at_no_valid,
-};
 
 static struct fi_ops_collective opx_ep_coll_ops = {
 	.size = sizeof(struct fi_ops_collective),
@@ -680,8 +572,8 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->ep_fid.cm = &opx_ep_cm_ops;
 	ep->ep_fid.msg = &opx_ops_msg;
 	ep->ep_fid.tagged = &opx_ops_tagged;
-	ep->ep_fid.rma = &opx_ep_rma_ops;
-	ep->ep_fid.atomic = &opx_ep_atomic_ops;
+	ep->ep_fid.rma = &opx_ops_rma;
+	ep->ep_fid.atomic = &opx_ops_atomic;
 	ep->ep_fid.collective = &opx_ep_coll_ops;
 	atomic_fetch_add(&domain->refcnt, 1);
 	OPX_INFO(FI_LOG_EP_CTRL, "endpoint on unit %u context %u lid %u\n", ep->addr.unit,

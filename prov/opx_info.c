@@ -45,7 +45,7 @@ struct fi_provider *fi_prov_ini(void);
 
 /* fi_getinfo(3): primary caps must be asked for explicitly; secondary
  * caps may be reported unasked when they cost nothing. */
-#define OPX_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV)
+#define OPX_PRIMARY_CAPS (FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_RMA | FI_ATOMIC)
 /* Secondary capabilities that cost nothing on our data path: the shm and
  * udp wires are both always present in the model. */
 #define OPX_FREE_SECONDARY_CAPS (FI_LOCAL_COMM | FI_REMOTE_COMM)
@@ -105,7 +105,7 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 	fi->tx_attr->inject_size = opx_env.inject_size;
 	fi->tx_attr->size = OPX_TX_SIZE;
 	fi->tx_attr->iov_limit = OPX_IOV_LIMIT;
-	fi->tx_attr->rma_iov_limit = 0;
+	fi->tx_attr->rma_iov_limit = 1; /* fi_writemsg/readmsg/atomicmsg: one remote range */
 
 	fi->rx_attr->caps = OPX_RX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	fi->rx_attr->mode = 0;
@@ -235,12 +235,22 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 	return true;
 }
 
-static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t)
+/* One-sided operations always complete once the target has placed the
+ * data (opx_rma.c), so an endpoint asked for RMA/atomics only can promise
+ * FI_DELIVERY_COMPLETE (Open MPI's btl ofi asks for it). */
+static uint64_t opx_tx_op_flags(uint64_t caps)
+{
+	bool one_sided = (caps & (FI_RMA | FI_ATOMIC)) && !(caps & (FI_MSG | FI_TAGGED));
+
+	return OPX_TX_OP_FLAGS | (one_sided ? FI_DELIVERY_COMPLETE : 0);
+}
+
+static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t, uint64_t caps)
 {
 	if (!h)
 		return true;
 	return opx_check_bits("tx_attr.caps", h->caps, t->caps) &&
-	       opx_check_bits("tx_attr.op_flags", h->op_flags, OPX_TX_OP_FLAGS) &&
+	       opx_check_bits("tx_attr.op_flags", h->op_flags, opx_tx_op_flags(caps)) &&
 	       opx_check_bits("tx_attr.msg_order", h->msg_order, t->msg_order) &&
 	       opx_check_bits("tx_attr.comp_order", h->comp_order, t->comp_order) &&
 	       opx_check_max("tx_attr.inject_size", h->inject_size, t->inject_size) &&
@@ -321,7 +331,7 @@ static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t)
 		OPX_NOMATCH("addr_format %s (opx uses FI_ADDR_OPX)\n",
 			    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
 	return opx_check_fabric(h->fabric_attr) && opx_check_ep(h->ep_attr, t->ep_attr) &&
-	       opx_check_tx(h->tx_attr, t->tx_attr) && opx_check_rx(h->rx_attr, t->rx_attr) &&
+	       opx_check_tx(h->tx_attr, t->tx_attr, h->caps) && opx_check_rx(h->rx_attr, t->rx_attr) &&
 	       opx_check_domain(h->domain_attr, t->domain_attr);
 }
 
@@ -341,6 +351,10 @@ static uint64_t opx_caps_select(uint64_t asked)
 	/* FI_SEND/FI_RECV restrict a primary capability; neither means both. */
 	if (!(caps & (FI_SEND | FI_RECV)))
 		caps |= FI_SEND | FI_RECV;
+	/* FI_READ..FI_REMOTE_WRITE restrict FI_RMA/FI_ATOMIC; none means all. */
+	if ((caps & (FI_RMA | FI_ATOMIC)) &&
+	    !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+		caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	/* fi_getinfo(3): neither FI_LOCAL_COMM nor FI_REMOTE_COMM means the
 	 * configuration that costs least - for us that is both. */
 	caps |= OPX_FREE_SECONDARY_CAPS;

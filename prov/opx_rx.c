@@ -25,6 +25,7 @@
 #include <sys/uio.h>
 
 #include "opx_ep.h"
+#include "opx_rma.h"
 
 #define OPX_PROGRESS_BATCH 64
 
@@ -400,6 +401,8 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	}
 	if (h->opcode == OPX_OP_EAGER)
 		return opx_rx_eager(ep, h, pay);
+	if (h->opcode >= OPX_OP_RMA_WRITE)
+		return opx_rma_rx_packet(ep, h, pay);
 	if (h->opcode >= OPX_OP_DONE)
 		return opx_rndv_rx_packet(ep, e, pay);
 	return opx_rx_table[h->opcode](ep, h, pay);
@@ -436,6 +439,8 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	budget = opx_rx_budget(ep);
 	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);
+	if (__builtin_expect(ep->rma_busy, 0))
+		opx_rma_progress(ep);
 	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		struct shim_rhq_entry copy;

@@ -18,6 +18,7 @@
 #                      every test) to bound the runtime.  opx only.
 #   OPX_MPI_FLOOD_DEPTH/_KB/_ROUNDS, OPX_MPI_LARGE_MAX_MB  passed through
 #                      to scale mpi_flood / mpi_large down
+#   OSC_TESTS=0        skip mpi_osc (MPI one-sided over osc rdma / btl ofi, opx only)
 #   STRICT=1           count known provider bugs (see XFAIL below) as failures
 #   TEST_TIMEOUT=300   per-run timeout in seconds
 set -u
@@ -156,6 +157,37 @@ for np in $nps; do
 	done
 done
 done
+# One-sided: MPI_Put/Get/Accumulate/Fetch_and_op through Open MPI's osc
+# rdma over btl ofi on opx (opx carries the RMA and atomics).  Open MPI
+# 4.1's btl ofi dereferences a NULL local registration handle in
+# MPI_Compare_and_swap (mca_btl_ofi_acswap; osc rdma over vader crashes
+# there too), so that call is skipped with OPX_OSC_NO_CAS=1.
+if [ "$mode" = cm ] && [ "$prov" = opx ] && [ "${OSC_TESTS:-1}" = 1 ]; then
+	if ! mpicc -O2 -Wall -Wextra -Werror -o "$bindir/mpi_osc" "$here/mpi_osc.c"; then
+		echo "FAIL: cannot build mpi_osc"
+		exit 1
+	fi
+	oargs=(--oversubscribe -mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include opx
+	       -mca btl self,ofi -mca osc rdma -mca osc_rdma_btls ofi
+	       -x FI_PROVIDER=opx -x FI_PROVIDER_PATH -x OPX_OSC_NO_CAS=1)
+	[ "$(id -u)" = 0 ] && oargs+=(--allow-run-as-root)
+	for np in $nps; do
+		log="$bindir/mpi_osc.np$np.log"
+		start=$(date +%s)
+		timeout -k 10 "$tmo" mpirun -np "$np" "${oargs[@]}" "$bindir/mpi_osc" >"$log" 2>&1
+		rc=$?
+		secs=$(( $(date +%s) - start ))
+		if [ $rc = 0 ] && grep -q "^PASS mpi_osc" "$log"; then
+			pass=$((pass + 1))
+			echo "ok   mpi_osc np=$np osc rdma/btl ofi (${secs}s)"
+		else
+			fail=$((fail + 1))
+			failed="$failed mpi_osc/np$np"
+			echo "FAIL mpi_osc np=$np osc rdma/btl ofi (exit $rc, ${secs}s); log: $log"
+			grep -E 'FAIL|alarm|Segmentation' "$log" | head -n 5 | sed 's/^/     /'
+		fi
+	done
+fi
 echo "# total $(( $(date +%s) - suite_start ))s"
 [ -n "$failed" ] && echo "# $label: failed:$failed"
 if [ $xf -gt 0 ]; then

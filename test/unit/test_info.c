@@ -186,9 +186,7 @@ typedef void (*hint_mut)(struct fi_info *h);
 		body;                                                                              \
 	}
 
-MUT(caps_rma, h->caps = FI_RMA)
-MUT(caps_atomic, h->caps = FI_TAGGED | FI_ATOMIC)
-MUT(caps_rma_event, h->caps = FI_TAGGED | FI_RMA_EVENT)
+MUT(caps_trigger, h->caps = FI_TAGGED | FI_TRIGGER)
 MUT(ep_msg, h->ep_attr->type = FI_EP_MSG)
 MUT(ep_dgram, h->ep_attr->type = FI_EP_DGRAM)
 MUT(protocol, h->ep_attr->protocol = FI_PROTO_RXM)
@@ -202,14 +200,14 @@ MUT(addr_format, h->addr_format = FI_SOCKADDR_IN)
 MUT(inject, h->tx_attr->inject_size = opx_env.inject_size + 1)
 MUT(tx_size, h->tx_attr->size = OPX_TX_SIZE + 1)
 MUT(tx_iov, h->tx_attr->iov_limit = OPX_IOV_LIMIT + 1)
-MUT(tx_rma_iov, h->tx_attr->rma_iov_limit = 1)
-MUT(tx_caps, h->tx_attr->caps = FI_RMA | FI_WRITE)
+MUT(tx_rma_iov, h->tx_attr->rma_iov_limit = 2)
+MUT(tx_caps, h->tx_attr->caps = FI_RMA | FI_REMOTE_WRITE)
 MUT(tx_order, h->tx_attr->msg_order = FI_ORDER_STRICT)
 MUT(tx_comp_order, h->tx_attr->comp_order = FI_ORDER_STRICT)
 MUT(tx_op_flags, h->tx_attr->op_flags = FI_COMMIT_COMPLETE) /* no persistent memory */
 MUT(rx_size, h->rx_attr->size = OPX_RX_SIZE + 1)
 MUT(rx_iov, h->rx_attr->iov_limit = OPX_IOV_LIMIT + 1)
-MUT(rx_caps, h->rx_attr->caps = FI_ATOMIC)
+MUT(rx_caps, h->rx_attr->caps = FI_ATOMIC | FI_READ)
 MUT(rx_buffered, h->rx_attr->total_buffered_recv = opx_env.ux_max_bytes + 1)
 MUT(rx_comp_order, h->rx_attr->comp_order = FI_ORDER_DATA)
 MUT(threading_bad, h->domain_attr->threading = (enum fi_threading)99)
@@ -233,7 +231,7 @@ static void test_rejected_hints(void **state)
 		hint_mut mut;
 	} cases[] = {
 #define C(n) {#n, mut_##n}
-		C(caps_rma),    C(caps_atomic),   C(caps_rma_event), C(ep_msg),      C(ep_dgram),
+		C(caps_trigger), C(ep_msg),      C(ep_dgram),
 		C(protocol),    C(max_msg),       C(prefix),         C(ep_tx_ctx),   C(fabric_name),
 		C(prov_name),   C(domain_name),   C(addr_format),    C(inject),      C(tx_size),
 		C(tx_iov),      C(tx_rma_iov),    C(tx_caps),        C(tx_order),    C(tx_comp_order),
@@ -325,6 +323,42 @@ static void test_hint_caps(void **state)
 	assert_true(fi->caps & FI_MULTI_RECV);
 	assert_true(fi->caps & FI_SOURCE);
 	assert_true(fi->rx_attr->caps & FI_MULTI_RECV);
+	fi_freeinfo(fi);
+
+	/* One-sided, as Open MPI's btl ofi asks: FI_RMA | FI_ATOMIC alone
+	 * means every direction; the tx side initiates, the rx side is
+	 * the target. */
+	assert_int_equal(fx_getinfo(NULL, FI_RMA | FI_ATOMIC, &fi), 0);
+	assert_int_equal(fi->caps & (FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+				     FI_REMOTE_WRITE),
+			 FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE);
+	assert_false(fi->caps & FI_RMA_EVENT); /* secondary: only when asked */
+	assert_true(fi->tx_attr->caps & FI_WRITE);
+	assert_true(fi->rx_attr->caps & FI_REMOTE_WRITE);
+	assert_true(fi->tx_attr->msg_order & FI_ORDER_RAW);
+	assert_false(fi->tx_attr->msg_order & FI_ORDER_SAW);
+	assert_int_equal(fi->tx_attr->rma_iov_limit, 1);
+	fi_freeinfo(fi);
+	/* What Open MPI 4.1's btl ofi asks for: FI_DELIVERY_COMPLETE is
+	 * promised for one-sided endpoints only (sends complete earlier). */
+	{
+		struct fi_info *h = hints_new();
+		h->caps = FI_RMA | FI_ATOMIC;
+		h->ep_attr->type = FI_EP_RDM;
+		h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+		h->domain_attr->mr_mode = FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+		assert_int_equal(getinfo(h, &fi), 0);
+		assert_true(fi->tx_attr->op_flags & FI_DELIVERY_COMPLETE);
+		assert_false(fi->caps & (FI_MSG | FI_TAGGED));
+		fi_freeinfo(fi);
+		h->caps = FI_RMA | FI_TAGGED;
+		assert_int_equal(getinfo(h, &fi), -FI_ENODATA);
+		fi_freeinfo(h);
+	}
+	/* Only remote reads asked for: no write access comes back. */
+	assert_int_equal(fx_getinfo(NULL, FI_RMA | FI_REMOTE_READ, &fi), 0);
+	assert_true(fi->caps & FI_REMOTE_READ);
+	assert_false(fi->caps & (FI_WRITE | FI_REMOTE_WRITE));
 	fi_freeinfo(fi);
 }
 
@@ -660,7 +694,7 @@ static void test_domain_open_args(void **state)
 	fi_freeinfo(bad);
 
 	bad = fi_dupinfo(o.info);
-	bad->caps |= FI_RMA;
+	bad->caps |= FI_TRIGGER;
 	assert_int_equal(fi_domain(o.fabric, bad, &d, NULL), -FI_EOPNOTSUPP);
 	fi_freeinfo(bad);
 

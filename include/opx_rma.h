@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_rma.h - one-sided communication: memory-region keys (opx_mr.c), RMA
+ * (opx_rma.c) and atomics (opx_atomic.c).
+ *
+ * Wire protocol (one host, shm wire).  Every one-sided operation is split
+ * into chunks of at most one MTU; each chunk is one request packet that the
+ * target's progress executes in arrival order and answers with exactly one
+ * response packet.  The initiator completes the operation when every
+ * chunk has been answered, so a completion always means the data was
+ * placed (FI_DELIVERY_COMPLETE, which implies FI_TRANSMIT_COMPLETE and
+ * FI_INJECT_COMPLETE).
+ *
+ *   request (OPX_OP_RMA_WRITE / RMA_READ / ATOMIC)
+ *     tag       remote address (virtual, or offset into the region)
+ *     data      remote CQ data (writedata, last chunk, OPX_PF_CQDATA)
+ *     p.u64[0]  MR key
+ *     p.u64[1]  cookie (bits 0..31), chunk index (32..62), last chunk (63)
+ *     msgid     RMA_READ: bytes wanted; ATOMIC: op | dt << 8 | kind << 16;
+ *               RMA_WRITE last chunk: total length (low 32 bits, for the
+ *               target's CQ entry)
+ *     payload   write data, or atomic operands (then compare values)
+ *   response (OPX_OP_RMA_RESP)
+ *     tag       the request's p.u64[1] (cookie and chunk)
+ *     data      status: 0 or a positive FI_E* code
+ *     payload   read data or fetched values (inline up to 16 bytes)
+ *
+ * The target checks key, range and access before touching memory; a bad
+ * request gets a non-zero status and changes nothing.  Because every
+ * packet of one initiator goes through one ordered header queue and the
+ * target executes them one at a time, atomics of concurrent initiators on
+ * one target are serialised by that target, and RMA operations between
+ * two endpoints are executed in the order they were posted.
+ */
+#ifndef OPX_RMA_H
+#define OPX_RMA_H
+
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+
+#include "opx.h"
+
+#define OPX_MR_ACCESS                                                                              \
+	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
+
+/* ---------------------------------------------------------------------
+ * Memory-region keys (opx_mr.c): struct opx_mr_table in opx.h, a chained
+ * hash table per domain grown at one entry per bucket, so the target's
+ * lookup is O(1).  All under the domain lock.
+ */
+/* Resolve a remote access at the target: key, then [addr, addr+len)
+ * inside the region, then access rights (need: FI_REMOTE_READ and/or
+ * FI_REMOTE_WRITE).  On success *out holds the local pieces (*outcnt of
+ * them, at most OPX_IOV_LIMIT) and *mrp (if not NULL) the region.  Returns 0, -FI_EACCES (no such key,
+ * missing permission) or -FI_EINVAL (outside the region).  Lock held. */
+int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len,
+			  uint64_t need, struct iovec *out, size_t *outcnt, struct opx_mr **mrp);
+/* Whether remote addresses are virtual addresses (FI_MR_VIRT_ADDR or
+ * FI_MR_BASIC), else 0-based offsets into the region. */
+bool opx_mr_virt_addr(const struct opx_domain *d);
+
+/* ---------------------------------------------------------------------
+ * Atomic kernels (opx_atomic.c).
+ */
+enum opx_atomic_kind {
+	OPX_AK_WRITE = 0, /* fi_atomic */
+	OPX_AK_FETCH,     /* fi_fetch_atomic */
+	OPX_AK_COMPARE,   /* fi_compare_atomic */
+};
+
+/* Size of one element of dt, 0 if dt is not an atomic datatype. */
+size_t opx_atomic_dt_size(enum fi_datatype dt);
+/* Whether op on dt is supported for that kind of call. */
+bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype dt);
+/* Apply op to cnt elements of dst with operands src (and cmp for compare
+ * ops); the old values go to res when it is not NULL.  Buffers need no
+ * particular alignment.  Returns 0 or -FI_EOPNOTSUPP. */
+int opx_atomic_apply(enum fi_op op, enum fi_datatype dt, void *dst, const void *src,
+		     const void *cmp, void *res, size_t cnt);
+int opx_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
+		     struct fi_atomic_attr *attr, uint64_t flags);
+
+/* ---------------------------------------------------------------------
+ * RMA engine (opx_rma.c), shared by RMA and atomics.  All with the
+ * domain lock held.
+ */
+struct opx_ep;
+struct shim_pkt_hdr;
+
+enum opx_rma_type {
+	OPX_RT_WRITE = 0,
+	OPX_RT_READ,
+	OPX_RT_ATOMIC,
+};
+
+/* What one RMA or atomic call asks for. */
+struct opx_rma_args {
+	enum opx_rma_type type;
+	const struct iovec *iov; /* write source, read destination, atomic operands */
+	size_t cnt;
+	const struct iovec *cmp; /* compare values (OPX_AK_COMPARE) */
+	size_t cmp_cnt;
+	const struct iovec *res; /* fetched values (OPX_AK_FETCH/COMPARE) */
+	size_t res_cnt;
+	fi_addr_t dest;
+	uint64_t addr;
+	uint64_t key;
+	uint64_t data;
+	void *context;
+	uint64_t flags;  /* op flags: FI_INJECT, FI_COMPLETION, FI_REMOTE_CQ_DATA, FI_FENCE */
+	enum opx_atomic_kind kind;
+	enum fi_op op;
+	enum fi_datatype dt;
+};
+
+ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a);
+int opx_rma_rx_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
+void opx_rma_progress(struct opx_ep *ep);
+void opx_rma_fini(struct opx_ep *ep);
+
+extern struct fi_ops_rma opx_ops_rma;
+extern struct fi_ops_atomic opx_ops_atomic;
+
+#endif /* OPX_RMA_H */

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_atomic.c - atomic operations: the op x datatype kernels the target
+ * runs, what fi_query_atomic and the *valid calls answer, and the
+ * fi_atomic / fi_fetch_atomic / fi_compare_atomic entry points.
+ *
+ * The kernels are one function per datatype, each made from the same
+ * few per-family case lists (every type, ordered types, integers), so
+ * what an op means is written once.  Elements are loaded and stored with
+ * memcpy: the target's address need not be aligned, and the compiler
+ * still emits plain loads and stores.  Signed integer arithmetic is done
+ * in the unsigned type (wrap-around, never undefined behaviour).
+ *
+ * Which op is valid on which type (the data path and fi_query_atomic use
+ * the same table, opx_atomic_valid):
+ *   MIN MAX CSWAP_LE/LT/GE/GT      integers and real floating types
+ *   SUM PROD LOR LAND LXOR         every type, complex included
+ *   ATOMIC_READ ATOMIC_WRITE       every type
+ *   CSWAP CSWAP_NE                 every type
+ *   BOR BAND BXOR MSWAP            integers
+ * fi_atomic takes MIN..BXOR and ATOMIC_WRITE, fi_fetch_atomic those and
+ * ATOMIC_READ, fi_compare_atomic CSWAP..MSWAP.
+ */
+#include <complex.h>
+#include <string.h>
+
+#include "opx_ep.h"
+#include "opx_rma.h"
+
+typedef __int128 opx_i128;
+typedef unsigned __int128 opx_u128;
+
+size_t opx_atomic_dt_size(enum fi_datatype dt)
+{
+	switch (dt) {
+	case FI_INT8: case FI_UINT8: return 1;
+	case FI_INT16: case FI_UINT16: return 2;
+	case FI_INT32: case FI_UINT32: return 4;
+	case FI_INT64: case FI_UINT64: return 8;
+	case FI_FLOAT: return sizeof(float);
+	case FI_DOUBLE: return sizeof(double);
+	case FI_FLOAT_COMPLEX: return sizeof(float complex);
+	case FI_DOUBLE_COMPLEX: return sizeof(double complex);
+	case FI_LONG_DOUBLE: return sizeof(long double);
+	case FI_LONG_DOUBLE_COMPLEX: return sizeof(long double complex);
+	case FI_INT128: case FI_UINT128: return 16;
+	default: return 0;
+	}
+}
+
+static bool opx_dt_int(enum fi_datatype dt)
+{
+	return (dt >= FI_INT8 && dt <= FI_UINT64) || dt == FI_INT128 || dt == FI_UINT128;
+}
+
+static bool opx_dt_complex(enum fi_datatype dt)
+{
+	return dt == FI_FLOAT_COMPLEX || dt == FI_DOUBLE_COMPLEX || dt == FI_LONG_DOUBLE_COMPLEX;
+}
+
+bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype dt)
+{
+	if (!opx_atomic_dt_size(dt))
+		return false;
+	switch (kind) {
+	case OPX_AK_WRITE:
+		if (!(op <= FI_BXOR || op == FI_ATOMIC_WRITE))
+			return false;
+		break;
+	case OPX_AK_FETCH:
+		if (op > FI_ATOMIC_WRITE)
+			return false;
+		break;
+	case OPX_AK_COMPARE:
+		if (op < FI_CSWAP || op > FI_MSWAP)
+			return false;
+		break;
+	default:
+		return false;
+	}
+	switch (op) {
+	case FI_MIN: case FI_MAX: case FI_CSWAP_LE: case FI_CSWAP_LT: case FI_CSWAP_GE:
+	case FI_CSWAP_GT:
+		return !opx_dt_complex(dt);
+	case FI_BOR: case FI_BAND: case FI_BXOR: case FI_MSWAP:
+		return opx_dt_int(dt);
+	default:
+		return true;
+	}
+}
+
+/* Case lists.  In scope: T d (the target's value, updated in place),
+ * T s (operand), T c (compare value), UT (arithmetic type). */
+#define OPX_AT_CASES_ALL(T, UT)                                                                    \
+	case FI_SUM: d = (T)((UT)d + (UT)s); break;                                                \
+	case FI_PROD: d = (T)((UT)d * (UT)s); break;                                               \
+	case FI_LOR: d = (T)((d != 0) || (s != 0)); break;                                         \
+	case FI_LAND: d = (T)((d != 0) && (s != 0)); break;                                        \
+	case FI_LXOR: d = (T)((d != 0) != (s != 0)); break;                                        \
+	case FI_ATOMIC_READ: break;                                                                \
+	case FI_ATOMIC_WRITE: d = s; break;                                                        \
+	case FI_CSWAP: if (c == d) d = s; break;                                                   \
+	case FI_CSWAP_NE: if (c != d) d = s; break;
+
+#define OPX_AT_CASES_ORDER                                                                         \
+	case FI_MIN: if (s < d) d = s; break;                                                      \
+	case FI_MAX: if (s > d) d = s; break;                                                      \
+	case FI_CSWAP_LE: if (c <= d) d = s; break;                                                \
+	case FI_CSWAP_LT: if (c < d) d = s; break;                                                 \
+	case FI_CSWAP_GE: if (c >= d) d = s; break;                                                \
+	case FI_CSWAP_GT: if (c > d) d = s; break;
+
+#define OPX_AT_CASES_BITS                                                                          \
+	case FI_BOR: d = d | s; break;                                                             \
+	case FI_BAND: d = d & s; break;                                                            \
+	case FI_BXOR: d = d ^ s; break;                                                            \
+	case FI_MSWAP: d = (s & c) | (d & ~c); break;
+
+/* One kernel per type; CASES are the case lists that apply to it. */
+#define OPX_AT_KERNEL(name, T, CASES)                                                              \
+	static int name(enum fi_op op, uint8_t *dst, const uint8_t *src, const uint8_t *cmp,      \
+			uint8_t *res, size_t cnt)                                                  \
+	{                                                                                          \
+		for (size_t i = 0; i < cnt; i++) {                                                 \
+			T d, s = 0, c = 0;                                                         \
+			memcpy(&d, dst + i * sizeof(T), sizeof(T));                                \
+			if (src)                                                                   \
+				memcpy(&s, src + i * sizeof(T), sizeof(T));                        \
+			if (cmp)                                                                   \
+				memcpy(&c, cmp + i * sizeof(T), sizeof(T));                        \
+			if (res)                                                                   \
+				memcpy(res + i * sizeof(T), &d, sizeof(T));                        \
+			switch (op) {                                                              \
+				CASES                                                              \
+			default:                                                                   \
+				return -FI_EOPNOTSUPP;                                             \
+			}                                                                          \
+			memcpy(dst + i * sizeof(T), &d, sizeof(T));                                \
+		}                                                                                  \
+		return 0;                                                                          \
+	}
+
+/* Integers: arithmetic in the unsigned type, promoted at least to
+ * unsigned int so that u16 * u16 cannot overflow a signed int. */
+#define OPX_AT_INT(name, T, UT) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, __typeof__(1u * (UT)0)) \
+					      OPX_AT_CASES_ORDER OPX_AT_CASES_BITS)
+#define OPX_AT_REAL(name, T) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, T) OPX_AT_CASES_ORDER)
+#define OPX_AT_CPLX(name, T) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, T))
+
+OPX_AT_INT(opx_at_i8, int8_t, uint8_t)
+OPX_AT_INT(opx_at_u8, uint8_t, uint8_t)
+OPX_AT_INT(opx_at_i16, int16_t, uint16_t)
+OPX_AT_INT(opx_at_u16, uint16_t, uint16_t)
+OPX_AT_INT(opx_at_i32, int32_t, uint32_t)
+OPX_AT_INT(opx_at_u32, uint32_t, uint32_t)
+OPX_AT_INT(opx_at_i64, int64_t, uint64_t)
+OPX_AT_INT(opx_at_u64, uint64_t, uint64_t)
+OPX_AT_INT(opx_at_i128, opx_i128, opx_u128)
+OPX_AT_INT(opx_at_u128, opx_u128, opx_u128)
+OPX_AT_REAL(opx_at_flt, float)
+OPX_AT_REAL(opx_at_dbl, double)
+OPX_AT_REAL(opx_at_ldbl, long double)
+OPX_AT_CPLX(opx_at_cflt, float complex)
+OPX_AT_CPLX(opx_at_cdbl, double complex)
+OPX_AT_CPLX(opx_at_cldbl, long double complex)
+
+int opx_atomic_apply(enum fi_op op, enum fi_datatype dt, void *dst, const void *src,
+		     const void *cmp, void *res, size_t cnt)
+{
+	int (*k)(enum fi_op, uint8_t *, const uint8_t *, const uint8_t *, uint8_t *, size_t);
+
+	switch (dt) {
+	case FI_INT8: k = opx_at_i8; break;
+	case FI_UINT8: k = opx_at_u8; break;
+	case FI_INT16: k = opx_at_i16; break;
+	case FI_UINT16: k = opx_at_u16; break;
+	case FI_INT32: k = opx_at_i32; break;
+	case FI_UINT32: k = opx_at_u32; break;
+	case FI_INT64: k = opx_at_i64; break;
+	case FI_UINT64: k = opx_at_u64; break;
+	case FI_INT128: k = opx_at_i128; break;
+	case FI_UINT128: k = opx_at_u128; break;
+	case FI_FLOAT: k = opx_at_flt; break;
+	case FI_DOUBLE: k = opx_at_dbl; break;
+	case FI_LONG_DOUBLE: k = opx_at_ldbl; break;
+	case FI_FLOAT_COMPLEX: k = opx_at_cflt; break;
+	case FI_DOUBLE_COMPLEX: k = opx_at_cdbl; break;
+	case FI_LONG_DOUBLE_COMPLEX: k = opx_at_cldbl; break;
+	default: return -FI_EOPNOTSUPP;
+	}
+	return k(op, dst, src, cmp, res, cnt);
+}
+
+/* Most elements one request carries: operands (and compare values) must
+ * fit one packet of payload, and the fetched values one reply. */
+static size_t opx_atomic_max_count(enum opx_atomic_kind kind, enum fi_datatype dt)
+{
+	size_t sz = opx_atomic_dt_size(dt);
+
+	return opx_env.mtu / (sz * (kind == OPX_AK_COMPARE ? 2 : 1));
+}
+
+int opx_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
+		     struct fi_atomic_attr *attr, uint64_t flags)
+{
+	enum opx_atomic_kind kind = OPX_AK_WRITE;
+
+	if (!domain || !attr)
+		return -FI_EINVAL;
+	if (flags & ~(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC))
+		return -FI_EBADFLAGS;
+	if ((flags & FI_FETCH_ATOMIC) && (flags & FI_COMPARE_ATOMIC))
+		return -FI_EOPNOTSUPP;
+	if (flags & FI_FETCH_ATOMIC)
+		kind = OPX_AK_FETCH;
+	else if (flags & FI_COMPARE_ATOMIC)
+		kind = OPX_AK_COMPARE;
+	if (!opx_atomic_valid(kind, op, dt))
+		return -FI_EOPNOTSUPP;
+	attr->size = opx_atomic_dt_size(dt);
+	attr->count = opx_atomic_max_count(kind, dt);
+	return 0;
+}
+
+static int opx_atomic_check_valid(enum opx_atomic_kind kind, enum fi_datatype dt, enum fi_op op,
+				  size_t *count)
+{
+	if (!count)
+		return -FI_EINVAL;
+	if (!opx_atomic_valid(kind, op, dt))
+		return -FI_EOPNOTSUPP;
+	*count = opx_atomic_max_count(kind, dt);
+	return 0;
+}
+
+static int opx_atomic_writevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				 size_t *count)
+{
+	(void)ep;
+	return opx_atomic_check_valid(OPX_AK_WRITE, dt, op, count);
+}
+
+static int opx_atomic_readwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				     size_t *count)
+{
+	(void)ep;
+	return opx_atomic_check_valid(OPX_AK_FETCH, dt, op, count);
+}
+
+static int opx_atomic_compwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				     size_t *count)
+{
+	(void)ep;
+	return opx_atomic_check_valid(OPX_AK_COMPARE, dt, op, count);
+}
+
+/* ---------------------------------------------------------------------
+ * Entry points: translate fi_ioc (counts of elements) to byte iovecs and
+ * hand the request to the RMA engine.
+ */
+static int opx_ioc_to_iov(const struct fi_ioc *ioc, size_t cnt, enum fi_datatype dt,
+			  struct iovec *iov)
+{
+	size_t sz = opx_atomic_dt_size(dt);
+
+	if (cnt > OPX_IOV_LIMIT || (cnt && !ioc) || !sz)
+		return -FI_EINVAL;
+	for (size_t i = 0; i < cnt; i++) {
+		iov[i].iov_base = ioc[i].addr;
+		iov[i].iov_len = ioc[i].count * sz;
+	}
+	return 0;
+}
+
+static ssize_t opx_atomic_post(struct fid_ep *fep, struct opx_rma_args *a)
+{
+	struct opx_ep *ep = opx_ep_of(fep);
+
+	a->type = OPX_RT_ATOMIC;
+	return opx_rma_post(ep, a);
+}
+
+static ssize_t opx_atomic_generic(struct fid_ep *fep, enum opx_atomic_kind kind,
+				  const struct fi_ioc *iov, size_t count, const struct fi_ioc *cmp,
+				  size_t cmp_count, struct fi_ioc *res, size_t res_count,
+				  fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+				  enum fi_op op, void *context, uint64_t flags, uint64_t data)
+{
+	struct iovec v[OPX_IOV_LIMIT], c[OPX_IOV_LIMIT], r[OPX_IOV_LIMIT];
+	struct opx_rma_args a = {0};
+
+	if (opx_ioc_to_iov(iov, count, dt, v) || opx_ioc_to_iov(cmp, cmp_count, dt, c) ||
+	    opx_ioc_to_iov(res, res_count, dt, r))
+		return -FI_EINVAL;
+	a.iov = v;
+	a.cnt = count;
+	a.cmp = c;
+	a.cmp_cnt = cmp_count;
+	a.res = r;
+	a.res_cnt = res_count;
+	a.dest = dest;
+	a.addr = addr;
+	a.key = key;
+	a.data = data;
+	a.context = context;
+	a.flags = flags;
+	a.kind = kind;
+	a.op = op;
+	a.dt = dt;
+	return opx_atomic_post(fep, &a);
+}
+
+#define OPX_IOC1(buf, n) ((struct fi_ioc){.addr = (void *)(buf), .count = (n)})
+
+static ssize_t opx_atomic_write(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				fi_addr_t dest, uint64_t addr, uint64_t key, enum fi_datatype dt,
+				enum fi_op op, void *context)
+{
+	struct fi_ioc v = OPX_IOC1(buf, count);
+	(void)desc;
+	return opx_atomic_generic(ep, OPX_AK_WRITE, &v, 1, NULL, 0, NULL, 0, dest, addr, key, dt,
+				  op, context, opx_ep_of(ep)->tx_op_flags, 0);
+}
+
+static ssize_t opx_atomic_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				 size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+				 enum fi_datatype dt, enum fi_op op, void *context)
+{
+	(void)desc;
+	return opx_atomic_generic(ep, OPX_AK_WRITE, iov, count, NULL, 0, NULL, 0, dest, addr, key,
+				  dt, op, context, opx_ep_of(ep)->tx_op_flags, 0);
+}
+
+static ssize_t opx_atomic_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				   uint64_t flags)
+{
+	if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov)
+		return -FI_EINVAL;
+	return opx_atomic_generic(ep, OPX_AK_WRITE, msg->msg_iov, msg->iov_count, NULL, 0, NULL, 0,
+				  msg->addr, msg->rma_iov[0].addr, msg->rma_iov[0].key,
+				  msg->datatype, msg->op, msg->context, flags, msg->data);
+}
+
+static ssize_t opx_atomic_inject(struct fid_ep *ep, const void *buf, size_t count, fi_addr_t dest,
+				 uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op)
+{
+	struct fi_ioc v = OPX_IOC1(buf, count);
+	return opx_atomic_generic(ep, OPX_AK_WRITE, &v, 1, NULL, 0, NULL, 0, dest, addr, key, dt,
+				  op, NULL, FI_INJECT, 0);
+}
+
+static ssize_t opx_atomic_readwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				    void *result, void *result_desc, fi_addr_t dest, uint64_t addr,
+				    uint64_t key, enum fi_datatype dt, enum fi_op op, void *context)
+{
+	/* ATOMIC_READ has no operand: buf may be NULL, count still counts */
+	struct fi_ioc v = OPX_IOC1(buf, count), r = OPX_IOC1(result, count);
+	(void)desc, (void)result_desc;
+	return opx_atomic_generic(ep, OPX_AK_FETCH, &v, 1, NULL, 0, &r, 1, dest, addr, key, dt, op,
+				  context, opx_ep_of(ep)->tx_op_flags, 0);
+}
+
+static ssize_t opx_atomic_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				     size_t count, struct fi_ioc *resultv, void **result_desc,
+				     size_t result_count, fi_addr_t dest, uint64_t addr,
+				     uint64_t key, enum fi_datatype dt, enum fi_op op,
+				     void *context)
+{
+	(void)desc, (void)result_desc;
+	return opx_atomic_generic(ep, OPX_AK_FETCH, iov, count, NULL, 0, resultv, result_count,
+				  dest, addr, key, dt, op, context, opx_ep_of(ep)->tx_op_flags, 0);
+}
+
+static ssize_t opx_atomic_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				       struct fi_ioc *resultv, void **result_desc,
+				       size_t result_count, uint64_t flags)
+{
+	(void)result_desc;
+	if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov)
+		return -FI_EINVAL;
+	return opx_atomic_generic(ep, OPX_AK_FETCH, msg->msg_iov, msg->iov_count, NULL, 0, resultv,
+				  result_count, msg->addr, msg->rma_iov[0].addr,
+				  msg->rma_iov[0].key, msg->datatype, msg->op, msg->context, flags,
+				  msg->data);
+}
+
+static ssize_t opx_atomic_compwrite(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				    const void *compare, void *compare_desc, void *result,
+				    void *result_desc, fi_addr_t dest, uint64_t addr, uint64_t key,
+				    enum fi_datatype dt, enum fi_op op, void *context)
+{
+	struct fi_ioc v = OPX_IOC1(buf, count), c = OPX_IOC1(compare, count),
+		      r = OPX_IOC1(result, count);
+	(void)desc, (void)compare_desc, (void)result_desc;
+	return opx_atomic_generic(ep, OPX_AK_COMPARE, &v, 1, &c, 1, &r, 1, dest, addr, key, dt, op,
+				  context, opx_ep_of(ep)->tx_op_flags, 0);
+}
+
+static ssize_t opx_atomic_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				     size_t count, const struct fi_ioc *comparev,
+				     void **compare_desc, size_t compare_count,
+				     struct fi_ioc *resultv, void **result_desc,
+				     size_t result_count, fi_addr_t dest, uint64_t addr,
+				     uint64_t key, enum fi_datatype dt, enum fi_op op,
+				     void *context)
+{
+	(void)desc, (void)compare_desc, (void)result_desc;
+	return opx_atomic_generic(ep, OPX_AK_COMPARE, iov, count, comparev, compare_count, resultv,
+				  result_count, dest, addr, key, dt, op, context,
+				  opx_ep_of(ep)->tx_op_flags, 0);
+}
+
+static ssize_t opx_atomic_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				       const struct fi_ioc *comparev, void **compare_desc,
+				       size_t compare_count, struct fi_ioc *resultv,
+				       void **result_desc, size_t result_count, uint64_t flags)
+{
+	(void)compare_desc, (void)result_desc;
+	if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov)
+		return -FI_EINVAL;
+	return opx_atomic_generic(ep, OPX_AK_COMPARE, msg->msg_iov, msg->iov_count, comparev,
+				  compare_count, resultv, result_count, msg->addr,
+				  msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->datatype,
+				  msg->op, msg->context, flags, msg->data);
+}
+
+struct fi_ops_atomic opx_ops_atomic = {
+	.size = sizeof(struct fi_ops_atomic),
+	.write = opx_atomic_write,
+	.writev = opx_atomic_writev,
+	.writemsg = opx_atomic_writemsg,
+	.inject = opx_atomic_inject,
+	.readwrite = opx_atomic_readwrite,
+	.readwritev = opx_atomic_readwritev,
+	.readwritemsg = opx_atomic_readwritemsg,
+	.compwrite = opx_atomic_compwrite,
+	.compwritev = opx_atomic_compwritev,
+	.compwritemsg = opx_atomic_compwritemsg,
+	.writevalid = opx_atomic_writevalid,
+	.readwritevalid = opx_atomic_readwritevalid,
+	.compwritevalid = opx_atomic_compwritevalid,
+};

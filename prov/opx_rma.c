@@ -1,0 +1,777 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_rma.c - the one-sided engine: RMA writes and reads, and the
+ * transport of atomics (whose kernels are in opx_atomic.c).  The wire
+ * protocol is described in opx_rma.h.
+ *
+ * Initiator.  A call takes a descriptor from a fixed pool (allocated on
+ * the endpoint's first one-sided operation) and is split into chunks of at
+ * most one MTU.  Descriptors are pushed in posting order through one FIFO:
+ * while the head cannot send (no credits, or OPX_RMA_WINDOW chunks already
+ * unanswered) later ones wait behind it, so operations to one target are
+ * executed in posting order whatever their size.  The window also bounds
+ * the replies a target may have to hold for us.  A descriptor completes
+ * when every chunk has been answered; errors from the target complete it
+ * in error.  fi_inject_write / fi_inject_atomic never wait: if they cannot
+ * go at once they return -FI_EAGAIN.  FI_FENCE: a fenced operation is
+ * refused with -FI_EAGAIN while earlier one-sided operations of the
+ * endpoint are outstanding (the application progresses and retries).
+ *
+ * Target.  Requests are executed by the owner's progress, one at a time,
+ * in arrival order.  Key, range and access are checked first
+ * (opx_mr_resolve_locked); only then is memory touched.  Each request is
+ * answered by one reply; when the initiator's ring has no credits the
+ * reply is copied to a small queue and sent from progress, so a target
+ * never blocks on an initiator that is itself waiting for it.  The
+ * initiator must be in the target's address vector (replies go to a
+ * mapped peer); requests from unknown sources are dropped and counted.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "opx_ep.h"
+#include "opx_rma.h"
+
+#define OPX_RMA_OPS 1024u   /* descriptors per endpoint, power of two */
+#define OPX_RMA_IDX_BITS 10
+#define OPX_RMA_WINDOW 64u  /* unanswered chunks per endpoint */
+#define OPX_RMA_LAST (1ULL << 63)
+#define OPX_RMA_CHUNK_MAX 0x7fffffffULL
+
+static_assert((1u << OPX_RMA_IDX_BITS) == OPX_RMA_OPS, "cookie index bits");
+
+struct opx_rma_op {
+	struct opx_list link; /* st->queue while chunks are left to send */
+	void *context;
+	uint64_t flags;
+	uint64_t cflags;      /* completion flags */
+	struct shim_peer *peer;
+	uint64_t addr;
+	uint64_t key;
+	uint64_t data;
+	size_t len;           /* bytes (atomics: operand bytes) */
+	size_t chunk;
+	uint32_t nchunks;
+	uint32_t sent;
+	uint32_t acked;
+	int err;
+	uint32_t gen;
+	bool busy;
+	uint8_t type;
+	uint8_t kind;
+	uint8_t op;
+	uint8_t dt;
+	size_t cnt, cmp_cnt, res_cnt;
+	struct iovec iov[OPX_IOV_LIMIT];
+	struct iovec cmp[OPX_IOV_LIMIT];
+	struct iovec res[OPX_IOV_LIMIT];
+	struct opx_rma_op *next_free;
+};
+
+/* A reply that found no credits. */
+struct opx_rma_reply {
+	struct opx_list link;
+	struct shim_peer *peer;
+	uint64_t tag;
+	uint64_t status;
+	uint32_t len;
+	uint8_t data[];
+};
+
+struct opx_rma_state {
+	struct opx_rma_op ops[OPX_RMA_OPS];
+	struct opx_rma_op *free;
+	size_t busy_ops;     /* posted, not completed */
+	uint32_t inflight;   /* chunks sent, not answered */
+	struct opx_list queue;
+	struct opx_list replies;
+	uint8_t *scratch;    /* atomic results, one MTU */
+};
+
+static struct opx_rma_state *opx_rma_state(struct opx_ep *ep)
+{
+	struct opx_rma_state *st = ep->rma;
+
+	if (__builtin_expect(st != NULL, 1))
+		return st;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->scratch = malloc(SHIM_MTU_MAX);
+	if (!st->scratch) {
+		free(st);
+		return NULL;
+	}
+	for (size_t i = OPX_RMA_OPS; i-- > 0;) {
+		st->ops[i].next_free = st->free;
+		st->free = &st->ops[i];
+	}
+	opx_list_init(&st->queue);
+	opx_list_init(&st->replies);
+	ep->rma = st;
+	return st;
+}
+
+void opx_rma_fini(struct opx_ep *ep)
+{
+	struct opx_rma_state *st = ep->rma;
+
+	if (!st)
+		return;
+	while (!opx_list_empty(&st->replies)) {
+		struct opx_list *l = st->replies.next;
+		opx_list_remove(l);
+		free(OPX_CONTAINER_OF(l, struct opx_rma_reply, link));
+	}
+	free(st->scratch);
+	free(st);
+	ep->rma = NULL;
+	ep->rma_busy = false;
+}
+
+static void opx_rma_update_busy(struct opx_ep *ep, struct opx_rma_state *st)
+{
+	ep->rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies);
+}
+
+static inline uint32_t opx_rma_cookie(const struct opx_rma_state *st, const struct opx_rma_op *op)
+{
+	return (uint32_t)(op - st->ops) | (op->gen << OPX_RMA_IDX_BITS);
+}
+
+/* Gather len bytes at offset off of an iovec into dst. */
+static void opx_rma_gather(uint8_t *dst, const struct iovec *iov, size_t cnt, size_t off,
+			   size_t len)
+{
+	struct iovec s[OPX_IOV_LIMIT];
+	size_t n = opx_iov_slice(iov, cnt, off, len, s);
+
+	for (size_t i = 0; i < n; i++) {
+		memcpy(dst, s[i].iov_base, s[i].iov_len);
+		dst += s[i].iov_len;
+	}
+}
+
+static size_t opx_iov_total(const struct iovec *iov, size_t cnt)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* ---------------------------------------------------------------------
+ * Initiator: completion.
+ */
+static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
+{
+	struct opx_cntr *cntr = (op->cflags & FI_READ) ? ep->read_cntr : ep->write_cntr;
+
+	if (op->err) {
+		if (ep->tx_cq)
+			opx_cq_report_err_locked(ep->tx_cq, op->context, op->cflags, 0, NULL, 0, 0,
+						 0, op->err, -op->err, FI_ADDR_NOTAVAIL);
+		opx_cntr_inc_err(cntr);
+	} else {
+		if (ep->tx_cq && !(op->flags & FI_INJECT) &&
+		    (!ep->tx_selective || (op->flags & FI_COMPLETION)))
+			opx_cq_report_locked(ep->tx_cq, op->context, op->cflags, 0, NULL, 0, 0,
+					     FI_ADDR_NOTAVAIL);
+		opx_cntr_inc(cntr);
+	}
+	op->busy = false;
+	op->gen = (op->gen + 1) & ((1u << (32 - OPX_RMA_IDX_BITS)) - 1);
+	op->next_free = st->free;
+	st->free = op;
+	st->busy_ops--;
+}
+
+/* ---------------------------------------------------------------------
+ * Initiator: sending chunks.  Returns 0 when every chunk of op is sent,
+ * -EAGAIN when it must wait for credits or for the window.
+ */
+static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
+{
+	static const uint8_t opcode[] = {
+		[OPX_RT_WRITE] = OPX_OP_RMA_WRITE,
+		[OPX_RT_READ] = OPX_OP_RMA_READ,
+		[OPX_RT_ATOMIC] = OPX_OP_ATOMIC,
+	};
+	struct shim_peer *peer = op->peer;
+
+	while (op->sent < op->nchunks) {
+		size_t off = (size_t)op->sent * op->chunk;
+		size_t clen = op->len - off < op->chunk ? op->len - off : op->chunk;
+		bool last = op->sent + 1 == op->nchunks;
+		uint32_t paylen = 0, msgid = 0;
+		uint8_t pflags = 0;
+		struct shim_pio_resv r;
+		struct shim_rhq_entry *e;
+		int rc;
+
+		if (st->inflight >= OPX_RMA_WINDOW)
+			return -EAGAIN;
+		switch (op->type) {
+		case OPX_RT_WRITE:
+			paylen = (uint32_t)clen;
+			msgid = last ? (uint32_t)op->len : 0;
+			break;
+		case OPX_RT_READ:
+			msgid = (uint32_t)clen;
+			break;
+		default:
+			paylen = (uint32_t)(op->kind == OPX_AK_COMPARE ? 2 * op->len : op->len);
+			msgid = op->op | (uint32_t)op->dt << 8 | (uint32_t)op->kind << 16;
+			break;
+		}
+		rc = shim_pio_reserve(peer, 1, paylen, &r);
+		if (rc)
+			return rc == -EAGAIN ? -EAGAIN : rc;
+		if (op->type == OPX_RT_WRITE) {
+			opx_rma_gather(r.egr, op->iov, op->cnt, off, clen);
+		} else if (op->type == OPX_RT_ATOMIC) {
+			if (op->op == FI_ATOMIC_READ || !op->cnt)
+				memset(r.egr, 0, op->len);
+			else
+				opx_rma_gather(r.egr, op->iov, op->cnt, 0, op->len);
+			if (op->kind == OPX_AK_COMPARE)
+				opx_rma_gather(r.egr + op->len, op->cmp, op->cmp_cnt, 0, op->len);
+		}
+		if (last && (op->flags & FI_REMOTE_CQ_DATA))
+			pflags |= OPX_PF_CQDATA;
+		e = shim_pio_entry(peer, &r, 0);
+		opx_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
+			     op->addr + off, op->data);
+		e->hdr.p.u64[0] = op->key;
+		e->hdr.p.u64[1] = opx_rma_cookie(st, op) | ((uint64_t)op->sent << 32) |
+				  (last ? OPX_RMA_LAST : 0);
+		shim_pio_publish(peer, &r, 0, paylen ? shim_rhf_egr(peer, &r, 0) : 0);
+		op->sent++;
+		st->inflight++;
+	}
+	return 0;
+}
+
+/* Push queued operations in order; stops at the first that must wait. */
+static void opx_rma_push_queue(struct opx_ep *ep, struct opx_rma_state *st)
+{
+	while (!opx_list_empty(&st->queue)) {
+		struct opx_rma_op *op = OPX_CONTAINER_OF(st->queue.next, struct opx_rma_op, link);
+		int rc = opx_rma_push(ep, st, op);
+
+		if (rc == -EAGAIN)
+			break;
+		opx_list_remove(&op->link);
+		if (rc) {
+			/* a shim error other than credits: fail what was not sent */
+			op->err = -opx_err_from_shim(rc);
+			op->nchunks = op->sent;
+			if (op->acked == op->nchunks)
+				opx_rma_complete(ep, st, op);
+		}
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Initiator: posting.
+ */
+static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
+{
+	struct opx_rma_state *st;
+	struct opx_rma_op *op;
+	struct shim_peer *peer;
+	size_t len, chunk, nchunks;
+	int rc;
+
+	if (__builtin_expect(!ep->enabled, 0))
+		return -FI_EOPBADSTATE;
+	if (a->cnt > OPX_IOV_LIMIT || a->cmp_cnt > OPX_IOV_LIMIT || a->res_cnt > OPX_IOV_LIMIT ||
+	    (a->cnt && !a->iov))
+		return -FI_EINVAL;
+	len = opx_iov_total(a->iov, a->cnt);
+	for (size_t i = 0; i < a->cnt; i++)
+		if (!a->iov[i].iov_base && a->iov[i].iov_len &&
+		    !(a->type == OPX_RT_ATOMIC && a->op == FI_ATOMIC_READ))
+			return -FI_EINVAL;
+	if (a->type == OPX_RT_ATOMIC) {
+		size_t sz = opx_atomic_dt_size(a->dt);
+		size_t rlen = opx_iov_total(a->res, a->res_cnt);
+
+		if (!opx_atomic_valid(a->kind, a->op, a->dt))
+			return -FI_EOPNOTSUPP;
+		if (a->op == FI_ATOMIC_READ && !len)
+			len = rlen;
+		if (!len || len % sz)
+			return -FI_EINVAL;
+		if (a->kind != OPX_AK_WRITE && rlen != len)
+			return -FI_EINVAL;
+		if (a->kind == OPX_AK_COMPARE && opx_iov_total(a->cmp, a->cmp_cnt) != len)
+			return -FI_EINVAL;
+		if ((a->kind == OPX_AK_COMPARE ? 2 * len : len) > opx_env.mtu)
+			return -FI_EINVAL;
+		if ((a->flags & FI_INJECT) && len > opx_env.inject_size)
+			return -FI_EINVAL;
+	} else {
+		if (len > opx_env.max_msg_size)
+			return -FI_EMSGSIZE;
+		if (a->flags & FI_INJECT) {
+			if (a->type == OPX_RT_READ)
+				return -FI_EINVAL;
+			if (len > opx_env.inject_size)
+				return -FI_EMSGSIZE;
+		}
+	}
+	rc = opx_av_peer_locked(ep->av, a->dest, &peer);
+	if (rc)
+		return rc;
+	st = opx_rma_state(ep);
+	if (!st)
+		return -FI_ENOMEM;
+	if ((a->flags & FI_FENCE) && st->busy_ops) {
+		opx_ep_progress_locked(ep);
+		if (st->busy_ops)
+			return -FI_EAGAIN;
+	}
+	if (!st->free) {
+		opx_ep_progress_locked(ep);
+		if (!st->free)
+			return -FI_EAGAIN;
+	}
+	chunk = peer->mtu < ep->rx->mtu ? peer->mtu : ep->rx->mtu;
+	nchunks = a->type == OPX_RT_ATOMIC ? 1 : (len ? (len + chunk - 1) / chunk : 1);
+	if (nchunks > OPX_RMA_CHUNK_MAX)
+		return -FI_EMSGSIZE;
+
+	op = st->free;
+	st->free = op->next_free;
+	op->busy = true;
+	op->context = a->context;
+	op->flags = a->flags;
+	op->peer = peer;
+	op->addr = a->addr;
+	op->key = a->key;
+	op->data = a->data;
+	op->len = len;
+	op->chunk = chunk;
+	op->nchunks = (uint32_t)nchunks;
+	op->sent = 0;
+	op->acked = 0;
+	op->err = 0;
+	op->type = (uint8_t)a->type;
+	op->kind = (uint8_t)a->kind;
+	op->op = (uint8_t)a->op;
+	op->dt = (uint8_t)a->dt;
+	op->cnt = a->cnt;
+	op->cmp_cnt = a->cmp_cnt;
+	op->res_cnt = a->res_cnt;
+	memcpy(op->iov, a->iov, a->cnt * sizeof(*a->iov));
+	if (a->cmp_cnt)
+		memcpy(op->cmp, a->cmp, a->cmp_cnt * sizeof(*a->cmp));
+	if (a->res_cnt)
+		memcpy(op->res, a->res, a->res_cnt * sizeof(*a->res));
+	switch (a->type) {
+	case OPX_RT_WRITE: op->cflags = FI_RMA | FI_WRITE; break;
+	case OPX_RT_READ: op->cflags = FI_RMA | FI_READ; break;
+	default:
+		op->cflags = FI_ATOMIC | (a->kind == OPX_AK_WRITE ? FI_WRITE : FI_READ);
+		break;
+	}
+	st->busy_ops++;
+
+	rc = opx_list_empty(&st->queue) ? opx_rma_push(ep, st, op) : -EAGAIN;
+	if (rc == -EAGAIN && (op->flags & FI_INJECT) && op->sent == 0) {
+		/* inject never waits: the caller progresses and retries */
+		op->busy = false;
+		op->next_free = st->free;
+		st->free = op;
+		st->busy_ops--;
+		return -FI_EAGAIN;
+	}
+	if (rc == -EAGAIN) {
+		opx_list_insert_tail(&st->queue, &op->link);
+		ep->rma_busy = true;
+		return 0;
+	}
+	if (rc) {
+		op->busy = false;
+		op->next_free = st->free;
+		st->free = op;
+		st->busy_ops--;
+		return opx_err_from_shim(rc);
+	}
+	return 0;
+}
+
+ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a)
+{
+	ssize_t rc;
+
+	opx_lock_acquire(&ep->domain->lock);
+	rc = opx_rma_post_locked(ep, a);
+	opx_lock_release(&ep->domain->lock);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * Target: replies.
+ */
+static int opx_rma_reply_try(struct opx_ep *ep, struct shim_peer *peer, uint64_t tag,
+			     uint64_t status, const struct iovec *src, size_t cnt, uint32_t len)
+{
+	struct shim_pio_resv r;
+	struct shim_rhq_entry *e;
+	bool inl = len <= SHIM_INLINE_MAX;
+	int rc = shim_pio_reserve(peer, 1, inl ? 0 : len, &r);
+
+	if (rc)
+		return rc;
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_RESP, 0, len, 0, tag, status);
+	if (inl) {
+		memset(e->hdr.p.inl, 0, sizeof(e->hdr.p.inl));
+		opx_rma_gather(e->hdr.p.inl, src, cnt, 0, len);
+	} else {
+		opx_rma_gather(r.egr, src, cnt, 0, len);
+	}
+	shim_pio_publish(peer, &r, 0, inl ? 0 : shim_rhf_egr(peer, &r, 0));
+	return 0;
+}
+
+static void opx_rma_reply(struct opx_ep *ep, struct opx_rma_state *st, struct shim_peer *peer,
+			  uint64_t tag, uint64_t status, const struct iovec *src, size_t cnt,
+			  uint32_t len)
+{
+	struct opx_rma_reply *q;
+
+	if (opx_list_empty(&st->replies) &&
+	    opx_rma_reply_try(ep, peer, tag, status, src, cnt, len) == 0)
+		return;
+	q = malloc(sizeof(*q) + len);
+	if (!q) {
+		/* the initiator's operation stays incomplete: say why */
+		OPX_WARN(FI_LOG_EP_DATA, "no memory to queue an RMA reply\n");
+		return;
+	}
+	q->peer = peer;
+	q->tag = tag;
+	q->status = status;
+	q->len = len;
+	opx_rma_gather(q->data, src, cnt, 0, len);
+	opx_list_insert_tail(&st->replies, &q->link);
+	ep->rma_busy = true;
+}
+
+static void opx_rma_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
+{
+	while (!opx_list_empty(&st->replies)) {
+		struct opx_rma_reply *q = OPX_CONTAINER_OF(st->replies.next, struct opx_rma_reply,
+							   link);
+		struct iovec v = {.iov_base = q->data, .iov_len = q->len};
+
+		if (opx_rma_reply_try(ep, q->peer, q->tag, q->status, &v, 1, q->len))
+			break;
+		opx_list_remove(&q->link);
+		free(q);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Target: executing a request.
+ */
+/* A request executed at the target: remote CQ data and, with
+ * FI_RMA_EVENT, the endpoint's and the region's remote counters.  Once
+ * per operation (its last chunk). */
+static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h, uint64_t what,
+				  uint64_t dir, size_t len, const struct opx_mr *mr)
+{
+	if (!(h->p.u64[1] & OPX_RMA_LAST))
+		return;
+	if ((h->flags & OPX_PF_CQDATA) && ep->rx_cq)
+		opx_cq_report_locked(ep->rx_cq, NULL, what | dir | FI_REMOTE_CQ_DATA, len, NULL,
+				     h->data, 0, FI_ADDR_NOTAVAIL);
+	opx_cntr_inc(dir == FI_REMOTE_WRITE ? ep->rwrite_cntr : ep->rread_cntr);
+	if (mr && mr->cntr && (mr->cntr_flags & dir))
+		opx_cntr_inc(mr->cntr);
+}
+
+static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	struct iovec loc[OPX_IOV_LIMIT];
+	struct opx_mr *mr = NULL;
+	struct opx_rma_state *st;
+	struct shim_peer *peer;
+	size_t nloc = 0;
+	fi_addr_t src = opx_ep_src(ep, h->slid, h->sctx);
+	uint64_t tag = h->p.u64[1];
+	int status = 0;
+
+	if (src == FI_ADDR_NOTAVAIL || opx_av_peer_locked(ep->av, src, &peer)) {
+		opx_rx_drop(ep, "one-sided request from a source not in the address vector");
+		return 0;
+	}
+	st = opx_rma_state(ep);
+	if (!st) {
+		opx_rx_drop(ep, "no memory for one-sided state");
+		return 0;
+	}
+
+	if (h->opcode == OPX_OP_RMA_WRITE) {
+		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->paylen,
+					       FI_REMOTE_WRITE, loc, &nloc, &mr);
+		if (!status) {
+			const uint8_t *p = pay;
+			for (size_t i = 0; i < nloc; i++) {
+				memcpy(loc[i].iov_base, p, loc[i].iov_len);
+				p += loc[i].iov_len;
+			}
+			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_WRITE, h->msgid, mr);
+		}
+		opx_rma_reply(ep, st, peer, tag, (uint64_t)-status, NULL, 0, 0);
+		return 0;
+	}
+	if (h->opcode == OPX_OP_RMA_READ) {
+		uint32_t len = h->msgid;
+
+		if (len > peer->mtu)
+			status = -FI_EINVAL;
+		else
+			status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, len,
+						       FI_REMOTE_READ, loc, &nloc, &mr);
+		if (status)
+			len = 0;
+		else
+			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_READ, len, mr);
+		opx_rma_reply(ep, st, peer, tag, (uint64_t)-status, loc, nloc, len);
+		return 0;
+	}
+
+	/* atomic */
+	enum fi_op op = (enum fi_op)(h->msgid & 0xff);
+	enum fi_datatype dt = (enum fi_datatype)((h->msgid >> 8) & 0xff);
+	enum opx_atomic_kind kind = (enum opx_atomic_kind)((h->msgid >> 16) & 0xff);
+	size_t sz = opx_atomic_dt_size(dt);
+	size_t n = 0, bytes = 0;
+	uint64_t need = FI_REMOTE_WRITE;
+
+	if (!opx_atomic_valid(kind, op, dt) || !sz) {
+		status = -FI_EOPNOTSUPP;
+	} else {
+		bytes = kind == OPX_AK_COMPARE ? h->paylen / 2 : h->paylen;
+		n = bytes / sz;
+		if (!n || n * sz * (kind == OPX_AK_COMPARE ? 2 : 1) != h->paylen ||
+		    (kind != OPX_AK_WRITE && bytes > peer->mtu))
+			status = -FI_EINVAL;
+	}
+	if (!status) {
+		if (op == FI_ATOMIC_READ)
+			need = FI_REMOTE_READ;
+		else if (kind != OPX_AK_WRITE)
+			need |= FI_REMOTE_READ;
+		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, bytes, need, loc,
+					       &nloc, &mr);
+		if (!status && nloc != 1)
+			status = -FI_EINVAL; /* elements must not straddle two iovecs */
+	}
+	if (!status) {
+		status = opx_atomic_apply(op, dt, loc[0].iov_base, pay,
+					  kind == OPX_AK_COMPARE ? pay + bytes : NULL,
+					  kind != OPX_AK_WRITE ? st->scratch : NULL, n);
+		if (!status)
+			opx_rma_target_event(ep, h, FI_ATOMIC,
+					     op == FI_ATOMIC_READ ? FI_REMOTE_READ : FI_REMOTE_WRITE,
+					     bytes, mr);
+	}
+	{
+		struct iovec v = {.iov_base = st->scratch, .iov_len = bytes};
+		uint32_t rlen = (!status && kind != OPX_AK_WRITE) ? (uint32_t)bytes : 0;
+		opx_rma_reply(ep, st, peer, tag, (uint64_t)-status, &v, 1, rlen);
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Initiator: a reply.
+ */
+static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	struct opx_rma_state *st = ep->rma;
+	uint32_t cookie = (uint32_t)h->tag;
+	uint32_t chunk = (uint32_t)((h->tag >> 32) & OPX_RMA_CHUNK_MAX);
+	struct opx_rma_op *op;
+	int status = (int)h->data;
+
+	if (!st) {
+		opx_rx_drop(ep, "one-sided reply without a request");
+		return 0;
+	}
+	op = &st->ops[cookie & (OPX_RMA_OPS - 1)];
+	if (!op->busy || op->gen != cookie >> OPX_RMA_IDX_BITS || chunk >= op->sent ||
+	    h->data > FI_ERRNO_MAX) {
+		opx_rx_drop(ep, "stale or bad one-sided reply");
+		return 0;
+	}
+	if (!status && op->type == OPX_RT_READ) {
+		size_t off = (size_t)chunk * op->chunk;
+		size_t clen = op->len - off < op->chunk ? op->len - off : op->chunk;
+
+		if (h->paylen != clen)
+			status = FI_EIO;
+		else
+			opx_iov_copy_to(op->iov, op->cnt, off, pay, clen);
+	} else if (!status && op->type == OPX_RT_ATOMIC && op->kind != OPX_AK_WRITE) {
+		if (h->paylen != op->len)
+			status = FI_EIO;
+		else
+			opx_iov_copy_to(op->res, op->res_cnt, 0, pay, op->len);
+	}
+	if (status && !op->err)
+		op->err = status;
+	op->acked++;
+	st->inflight--;
+	if (op->acked == op->nchunks)
+		opx_rma_complete(ep, st, op);
+	/* the window opened: the queue may move */
+	if (!opx_list_empty(&st->queue))
+		ep->rma_busy = true;
+	return 0;
+}
+
+int opx_rma_rx_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	if (h->opcode == OPX_OP_RMA_RESP)
+		return opx_rma_rx_reply(ep, h, pay);
+	return opx_rma_rx_request(ep, h, pay);
+}
+
+void opx_rma_progress(struct opx_ep *ep)
+{
+	struct opx_rma_state *st = ep->rma;
+
+	if (!st) {
+		ep->rma_busy = false;
+		return;
+	}
+	opx_rma_flush_replies(ep, st);
+	opx_rma_push_queue(ep, st);
+	opx_rma_update_busy(ep, st);
+}
+
+/* ---------------------------------------------------------------------
+ * fi_ops_rma.
+ */
+#define OPX_RMA_IOV1(buf, len) ((struct iovec){.iov_base = (void *)(buf), .iov_len = (len)})
+
+static ssize_t opx_rma_common(struct fid_ep *fep, enum opx_rma_type type, const struct iovec *iov,
+			      size_t cnt, fi_addr_t dest, uint64_t addr, uint64_t key,
+			      uint64_t data, void *context, uint64_t flags)
+{
+	struct opx_rma_args a = {0};
+
+	a.type = type;
+	a.iov = iov;
+	a.cnt = cnt;
+	a.dest = dest;
+	a.addr = addr;
+	a.key = key;
+	a.data = data;
+	a.context = context;
+	a.flags = flags;
+	return opx_rma_post(opx_ep_of(fep), &a);
+}
+
+static ssize_t opx_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			    uint64_t addr, uint64_t key, void *context)
+{
+	struct iovec v = OPX_RMA_IOV1(buf, len);
+	(void)desc;
+	return opx_rma_common(ep, OPX_RT_READ, &v, 1, src, addr, key, 0, context,
+			      opx_ep_of(ep)->tx_op_flags);
+}
+
+static ssize_t opx_rma_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			     fi_addr_t src, uint64_t addr, uint64_t key, void *context)
+{
+	(void)desc;
+	return opx_rma_common(ep, OPX_RT_READ, iov, count, src, addr, key, 0, context,
+			      opx_ep_of(ep)->tx_op_flags);
+}
+
+static ssize_t opx_rma_msg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags,
+			   enum opx_rma_type type)
+{
+	if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov)
+		return -FI_EINVAL;
+	if (opx_iov_total(msg->msg_iov, msg->iov_count > OPX_IOV_LIMIT ? 0 : msg->iov_count) !=
+	    msg->rma_iov[0].len)
+		return -FI_EINVAL;
+	return opx_rma_common(ep, type, msg->msg_iov, msg->iov_count, msg->addr,
+			      msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->data, msg->context,
+			      flags);
+}
+
+static ssize_t opx_rma_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	return opx_rma_msg(ep, msg, flags, OPX_RT_READ);
+}
+
+static ssize_t opx_rma_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
+{
+	return opx_rma_msg(ep, msg, flags, OPX_RT_WRITE);
+}
+
+static ssize_t opx_rma_write(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			     fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
+{
+	struct iovec v = OPX_RMA_IOV1(buf, len);
+	(void)desc;
+	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, 0, context,
+			      opx_ep_of(ep)->tx_op_flags);
+}
+
+static ssize_t opx_rma_writev(struct fid_ep *ep, const struct iovec *iov, void **desc,
+			      size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+			      void *context)
+{
+	(void)desc;
+	return opx_rma_common(ep, OPX_RT_WRITE, iov, count, dest, addr, key, 0, context,
+			      opx_ep_of(ep)->tx_op_flags);
+}
+
+static ssize_t opx_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+			      uint64_t addr, uint64_t key)
+{
+	struct iovec v = OPX_RMA_IOV1(buf, len);
+	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, 0, NULL, FI_INJECT);
+}
+
+static ssize_t opx_rma_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
+				 void *context)
+{
+	struct iovec v = OPX_RMA_IOV1(buf, len);
+	(void)desc;
+	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, data, context,
+			      opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA);
+}
+
+static ssize_t opx_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				  fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct iovec v = OPX_RMA_IOV1(buf, len);
+	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, data, NULL,
+			      FI_INJECT | FI_REMOTE_CQ_DATA);
+}
+
+struct fi_ops_rma opx_ops_rma = {
+	.size = sizeof(struct fi_ops_rma),
+	.read = opx_rma_read,
+	.readv = opx_rma_readv,
+	.readmsg = opx_rma_readmsg,
+	.write = opx_rma_write,
+	.writev = opx_rma_writev,
+	.writemsg = opx_rma_writemsg,
+	.inject = opx_rma_inject,
+	.writedata = opx_rma_writedata,
+	.injectdata = opx_rma_injectdata,
+};
