@@ -235,14 +235,13 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 	return true;
 }
 
-/* One-sided operations always complete once the target has placed the
- * data (opx_rma.c), so an endpoint asked for RMA/atomics only can promise
- * FI_DELIVERY_COMPLETE (Open MPI's btl ofi asks for it). */
+/* Every completion level is honoured for sends (opx_msg.c) and one-sided
+ * operations (opx_rma.c, which always complete once the target has placed
+ * the data): the op flags accepted do not depend on the capabilities. */
 static uint64_t opx_tx_op_flags(uint64_t caps)
 {
-	bool one_sided = (caps & (FI_RMA | FI_ATOMIC)) && !(caps & (FI_MSG | FI_TAGGED));
-
-	return OPX_TX_OP_FLAGS | (one_sided ? FI_DELIVERY_COMPLETE : 0);
+	(void)caps;
+	return OPX_TX_OP_FLAGS;
 }
 
 static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t, uint64_t caps)
