@@ -418,6 +418,43 @@ static void test_rma_many(void **state)
 	rma_close(&e);
 }
 
+/* FI_FENCE: refused while earlier one-sided operations are outstanding,
+ * accepted once they completed; the fenced read sees the earlier write. */
+static void test_rma_fence(void **state)
+{
+	(void)state;
+	struct rma_env e;
+	struct fid_mr *mr;
+	size_t len = 4u << 20;
+	uint8_t *tgt = calloc(1, len), *src = malloc(len), *dst = calloc(1, len);
+	int c1, c2;
+
+	assert_non_null(tgt);
+	assert_non_null(src);
+	assert_non_null(dst);
+	rma_open(&e, 0);
+	assert_int_equal(fi_mr_reg(e.domain, tgt, len, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 4, 0,
+				   &mr, NULL),
+			 0);
+	fill(src, len, 3);
+	assert_int_equal(fi_write(e.ep, src, len, NULL, e.self, 0, 4, &c1), 0);
+	struct iovec v = {dst, len};
+	struct fi_rma_iov r = {.addr = 0, .len = len, .key = 4};
+	struct fi_msg_rma m = {.msg_iov = &v, .iov_count = 1, .addr = e.self, .rma_iov = &r,
+			       .rma_iov_count = 1, .context = &c2};
+	/* 512 chunks, at most 64 unanswered: one progress pass cannot finish it */
+	assert_int_equal(fi_readmsg(e.ep, &m, FI_FENCE | FI_COMPLETION), -FI_EAGAIN);
+	assert_int_equal(rma_wait(&e, &c1, NULL), 0);
+	assert_int_equal(fi_readmsg(e.ep, &m, FI_FENCE | FI_COMPLETION), 0);
+	assert_int_equal(rma_wait(&e, &c2, NULL), 0);
+	assert_memory_equal(dst, src, len);
+	fi_close(&mr->fid);
+	rma_close(&e);
+	free(tgt);
+	free(src);
+	free(dst);
+}
+
 /* FI_RMA_EVENT: remote counters on the endpoint and on a region. */
 static void test_rma_event(void **state)
 {
@@ -521,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_rma_refused),
 		cmocka_unit_test(test_rma_many),
 		cmocka_unit_test(test_rma_event),
+		cmocka_unit_test(test_rma_fence),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
