@@ -56,6 +56,7 @@ static int opx_ep_close(struct fid *fid)
 	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
 	struct opx_domain *domain = ep->domain;
 
+	opx_stats_ep_close(ep); /* FI_OPX_STATS */
 	opx_lock_acquire(&domain->lock);
 	if (ep->rndv_busy)
 		OPX_INFO(FI_LOG_EP_CTRL, "closing endpoint with %zu rendezvous sends pending\n",
@@ -250,7 +251,7 @@ static struct fi_ops opx_ep_fi_ops = {
 	.close = opx_ep_close,
 	.bind = opx_ep_bind,
 	.control = opx_ep_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_stats_ops_open,
 };
 
 static ssize_t opx_ep_cancel(fid_t fid, void *context)

@@ -43,7 +43,8 @@ status=0
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 files=$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||' | sort)
 expect=$(printf '%s\n' \
-	"usr/bin/opx_bw" "usr/bin/opx_msgrate" \
+	"usr/bin/opx_bw" "usr/bin/opx_msgrate" "usr/bin/opx_stats" \
+	"usr/include/rdma/opx_ext.h" \
 	"usr/lib/$multi/libfabric/libopx-fi.so" \
 	"usr/share/doc/libfabric-opx/changelog.gz" \
 	"usr/share/doc/libfabric-opx/copyright" \

@@ -20,6 +20,8 @@ expect=$(printf '%s\n' \
 	"$provdir/libopx-fi.so" \
 	"$bindir/opx_bw" \
 	"$bindir/opx_msgrate" \
+	"$bindir/opx_stats" \
+	"$(make_var includedir)/rdma/opx_ext.h" \
 	"$mandir/man7/fi_opx.7" | sort)
 
 if ! make -s -C "$build" install DESTDIR="$dest" >"$dest.log" 2>&1; then
