@@ -29,7 +29,11 @@ mkdir "$work/opx"
 	--exclude=./m4 --exclude='*.in' --exclude=./config.status --exclude=./libtool \
 	-cf - .) | tar -C "$work/opx" -xf - || exit 1
 echo "# dpkg-buildpackage -us -uc -b (log: $work/build.log)"
-if ! (cd "$work/opx" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
+# Run from "make check", MAKEFLAGS carries the outer make's overrides
+# (TEST_LOGS=...): the package build's own "make check-unit" would run
+# the whole outer suite again.  Build as if from a clean shell.
+if ! (cd "$work/opx" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
 	echo "FAIL: dpkg-buildpackage"
 	tail -n 40 "$work/build.log"
 	exit 1

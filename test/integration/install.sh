@@ -5,6 +5,8 @@
 # the man page there, nothing else; "make uninstall" removes all of it.
 set -u
 build=${OPX_BUILD_DIR:?run from make check (OPX_BUILD_DIR)}
+# not the outer "make check" overrides (TEST_LOGS=...): plain make runs
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 dest=$(mktemp -d "${TMPDIR:-/tmp}/opx-install.XXXXXX") || exit 1
 trap 'rm -rf "$dest"' EXIT
 
