@@ -147,6 +147,7 @@ struct shim_peer_priv {
 	int claim_idx;        /* our slot in the peer's claim table */
 	pid_t owner_pid;      /* the owner as verified at open (CMA) ... */
 	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
+	int owner_pidfd;      /* a pidfd of that very process, -1 where unavailable */
 };
 
 /* Trust on a shared host (shim_trust.c).  Everything opx opens in

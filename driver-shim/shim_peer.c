@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -67,20 +68,41 @@ static void shim_peer_owner_record(struct shim_peer_priv *pp, const struct shim_
 
 	pp->owner_pid = 0;
 	pp->owner_start = 0;
+	pp->owner_pidfd = -1;
 	if (pid <= 0 || !start || shim_proc_starttime(pid, &now) || now != start)
 		return; /* gone, recycled, or in another pid namespace */
 	pp->owner_pid = pid;
 	pp->owner_start = start;
+	/* A pidfd names the process, not the number: once it is verified
+	 * (same start time after the open as before it), "is it alive" is
+	 * one cheap syscall around every copy instead of a /proc read, and a
+	 * live process's pid cannot have been recycled. */
+	pp->owner_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pp->owner_pidfd >= 0 && (shim_proc_starttime(pid, &now) || now != start)) {
+		close(pp->owner_pidfd);
+		pp->owner_pidfd = -1;
+		pp->owner_pid = 0; /* recycled in between: not the process we checked */
+	}
+}
+
+/* The verified owner still runs: its pidfd, else (old kernels) its start
+ * time in /proc. */
+static bool shim_peer_owner_running(const struct shim_peer_priv *pp)
+{
+	uint64_t now = 0;
+
+	if (pp->owner_pidfd >= 0)
+		return syscall(SYS_pidfd_send_signal, pp->owner_pidfd, 0, NULL, 0) == 0;
+	return !shim_proc_starttime(pp->owner_pid, &now) && now == pp->owner_start;
 }
 
 int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
 {
 	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
-	uint64_t now = 0;
 
 	if (!peer || !pid)
 		return -EINVAL;
-	if (!pp->owner_pid || shim_proc_starttime(pp->owner_pid, &now) || now != pp->owner_start)
+	if (!pp->owner_pid || !shim_peer_owner_running(pp))
 		return -ESRCH;
 	*pid = pp->owner_pid;
 	return 0;
@@ -146,6 +168,8 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 	 * owner's liveness lock is tested through it */
 	ret = shim_claim_register(pp, fd);
 	if (ret) {
+		if (pp->owner_pidfd >= 0)
+			close(pp->owner_pidfd);
 		free(pp);
 		goto err_unmap;
 	}
@@ -190,6 +214,8 @@ void shim_peer_close(struct shim_peer *peer)
 		return;
 	pp = (struct shim_peer_priv *)peer;
 	shim_claim_unregister(pp); /* closes seg_fd */
+	if (pp->owner_pidfd >= 0)
+		close(pp->owner_pidfd);
 	munmap(peer->ctl, peer->map_len);
 	free(pp);
 }

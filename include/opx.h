@@ -93,6 +93,7 @@ struct opx_params {
 	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
+	char *stats;          /* FI_OPX_STATS: "stderr" or a path pattern (opx_stats.c), NULL: off */
 };
 extern struct opx_params opx_env;
 

@@ -24,6 +24,7 @@
 #define OPX_EP_H
 
 #include "opx.h"
+#include "rdma/opx_ext.h"
 
 /* Provider opcodes (shim_pkt_hdr.opcode). */
 enum opx_opcode {
@@ -122,6 +123,7 @@ struct opx_ux {
 	uint8_t pflags;   /* OPX_PF_* */
 	bool rndv;
 	bool discard;               /* FI_DISCARD while packets still arrive */
+	bool queued;                /* on an unexpected queue (telemetry: queue depth) */
 	bool ack;                   /* delivery complete: DONE(cookie) to rts.src once placed */
 	struct opx_rx_req *waiting; /* matched before the last packet arrived */
 	size_t waiting_off;         /* offset in waiting's buffer (multi-recv) */
@@ -276,7 +278,9 @@ struct opx_ep {
 	struct opx_cntr *rwrite_cntr; /* FI_REMOTE_WRITE (FI_RMA_EVENT): target side */
 	struct opx_cntr *rread_cntr;  /* FI_REMOTE_READ (FI_RMA_EVENT): target side */
 
-	/* stats */
+	/* telemetry (<rdma/opx_ext.h>, opx_stats.c): plain adds, no atomics */
+	struct opx_stats stats;
+	size_t ux_cnt;                /* unexpected messages queued now */
 	uint64_t rx_dropped;
 	uint64_t drops[OPX_DROP_MAX]; /* by enum opx_drop_reason */
 	uint32_t drops_logged;        /* bit per reason: first drop logged */
@@ -284,6 +288,39 @@ struct opx_ep {
 	bool rx_csum;                 /* FI_OPX_CHECKSUM: eager packets must be sealed */
 	bool armed;
 };
+
+/* opx_stats.c: telemetry.  Counting helpers for the data path (lock held). */
+static inline void opx_stats_msg(struct opx_stats_proto *by_proto, uint64_t *hist,
+				 enum opx_proto proto, uint64_t len)
+{
+	by_proto[proto].msgs++;
+	by_proto[proto].bytes += len;
+	hist[opx_stats_bucket(len)]++;
+}
+#define opx_stats_tx(ep, proto, len) opx_stats_msg((ep)->stats.tx, (ep)->stats.tx_hist, proto, len)
+#define opx_stats_rx(ep, proto, len) opx_stats_msg((ep)->stats.rx, (ep)->stats.rx_hist, proto, len)
+/* How a rendezvous of len bytes moves, as both sides plan it. */
+static inline enum opx_proto opx_stats_rndv_proto(uint64_t len)
+{
+	if (!opx_env.rndv_cma)
+		return OPX_PROTO_RNDV_PUSH;
+	return opx_env.rndv_split && len >= opx_env.rndv_split ? OPX_PROTO_RNDV_SPLIT
+							       : OPX_PROTO_RNDV_PULL;
+}
+/* A message arrived before its receive: queue it, and count it. */
+static inline void opx_ux_queue(struct opx_ep *ep, bool tagged, struct opx_ux *ux)
+{
+	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	ux->queued = true;
+	ep->stats.ux_msgs++;
+	if (++ep->ux_cnt > ep->stats.ux_peak)
+		ep->stats.ux_peak = ep->ux_cnt;
+	if (ep->ux_bytes > ep->stats.ux_bytes_peak)
+		ep->stats.ux_bytes_peak = ep->ux_bytes;
+}
+int opx_stats_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+		       void *context);
+void opx_stats_ep_close(struct opx_ep *ep);
 
 /* opx_match.c: matching engine and delivery.  All with the domain lock held. */
 struct opx_rx_req *opx_req_get(struct opx_ep *ep);

@@ -51,11 +51,31 @@ static void opx_ep_cntr_slots(struct opx_ep *ep, struct opx_cntr **slot[OPX_EP_C
 	slot[5] = &ep->rread_cntr;
 }
 
+/* One line at FI_LOG_LEVEL=info: what this endpoint got and why, so a
+ * user can see the unit, NUMA node, wire, thresholds and job key source. */
+static void opx_ep_log_open(const struct opx_ep *ep, const struct opx_domain *domain)
+{
+	struct shim_unit_info ui = {0};
+
+	if (!fi_log_enabled(&opx_prov, FI_LOG_INFO, FI_LOG_EP_CTRL))
+		return;
+	(void)shim_dev_unit_info(domain->fabric->dev, ep->addr.unit, &ui);
+	OPX_INFO(FI_LOG_EP_CTRL,
+		 "endpoint: unit %u (numa node %d, %s) lid %u ctx %u, wire shm, mtu %zu, "
+		 "inject <= %zu, eager <= %u, rendezvous %s%s, job key 0x%04x from %s\n",
+		 ep->addr.unit, ui.numa_node, opx_env.unit >= 0 ? "FI_OPX_UNIT" : "nearest",
+		 ep->addr.lid, ep->addr.ctx, opx_env.mtu, opx_env.inject_size, ep->rx_eager_max,
+		 opx_env.rndv_cma ? "CMA pull" : "SDMA/TID push",
+		 opx_env.rndv_cma && opx_env.rndv_split ? ", split copy from FI_OPX_RNDV_SPLIT" : "",
+		 (unsigned int)opx_env.jkey, opx_jkey_src_name(opx_env.jkey_src));
+}
+
 static int opx_ep_close(struct fid *fid)
 {
 	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
 	struct opx_domain *domain = ep->domain;
 
+	opx_stats_ep_close(ep); /* FI_OPX_STATS */
 	opx_lock_acquire(&domain->lock);
 	if (ep->rndv_busy)
 		OPX_INFO(FI_LOG_EP_CTRL, "closing endpoint with %zu rendezvous sends pending\n",
@@ -250,7 +270,7 @@ static struct fi_ops opx_ep_fi_ops = {
 	.close = opx_ep_close,
 	.bind = opx_ep_bind,
 	.control = opx_ep_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_stats_ops_open,
 };
 
 static ssize_t opx_ep_cancel(fid_t fid, void *context)
@@ -542,6 +562,7 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 		free(ep);
 		return rc;
 	}
+	opx_ep_log_open(ep, domain);
 	ep->caps = info->caps ? info->caps : OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	ep->source_err = (ep->caps & (FI_SOURCE | FI_SOURCE_ERR)) == (FI_SOURCE | FI_SOURCE_ERR);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
@@ -576,8 +597,6 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->ep_fid.atomic = &opx_ops_atomic;
 	ep->ep_fid.collective = &opx_ep_coll_ops;
 	atomic_fetch_add(&domain->refcnt, 1);
-	OPX_INFO(FI_LOG_EP_CTRL, "endpoint on unit %u context %u lid %u\n", ep->addr.unit,
-		 ep->addr.ctx, ep->addr.lid);
 	*epp = &ep->ep_fid;
 	return 0;
 }

@@ -155,6 +155,10 @@ static void opx_params_define(void)
 			"corruption of the shared rings, is no protection against a hostile "
 			"process of the same user (default: %d)",
 			0);
+	fi_param_define(&opx_prov, "STATS", FI_PARAM_STRING,
+			"Write each endpoint's telemetry when it closes: 'stderr' prints a short "
+			"table, anything else is a file path pattern (%%h host, %%p pid) for one "
+			"JSON file per process, merged per job by opx_stats (default: unset, off)");
 }
 
 /* The raw text of FI_OPX_<name>, to check what fi_param_get would
@@ -384,6 +388,9 @@ static void opx_params_load(void)
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	opx_param_bool("CHECKSUM", &p->checksum);
+	p->stats = NULL;
+	if (fi_param_get_str(&opx_prov, "STATS", &p->stats) || (p->stats && !*p->stats))
+		p->stats = NULL;
 	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
 }
 

@@ -32,7 +32,8 @@ struct opx_rx_req *opx_req_get(struct opx_ep *ep)
 	}
 	memset(req, 0, offsetof(struct opx_rx_req, iov));
 	opx_list_init(&req->link);
-	ep->posted_cnt++;
+	if (++ep->posted_cnt > ep->stats.posted_peak)
+		ep->stats.posted_peak = ep->posted_cnt;
 	return req;
 }
 
@@ -79,6 +80,8 @@ void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
 	size_t len = ux->rndv ? 0 : ux->len;
 
 	ep->ux_bytes -= sizeof(*ux) + (len > sizeof(ux->inl) ? len : 0);
+	if (ux->queued)
+		ep->ux_cnt--;
 	if (ux->buf != ux->inl)
 		free(ux->buf);
 	ux->buf = NULL;

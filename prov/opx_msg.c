@@ -234,7 +234,7 @@ int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8
 	ux->ack = true;
 	ux->rts.src = from;
 	ux->cookie = h->p.u64[0];
-	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	opx_ux_queue(ep, tagged, ux);
 	return 0;
 }
 
@@ -306,8 +306,16 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	if (__builtin_expect(rc, 0)) {
 		if (flags & OPX_TXF_BOUNCE)
 			free(context);
-		return rc == -EAGAIN ? opx_av_stalled_locked(ep->av, dest) : opx_err_from_shim(rc);
+		if (rc != -EAGAIN)
+			return opx_err_from_shim(rc);
+		ep->stats.tx_eagain++;
+		return opx_av_stalled_locked(ep->av, dest);
 	}
+	opx_stats_tx(ep,
+		     len <= SHIM_INLINE_MAX ? OPX_PROTO_INJECT
+		     : eager		    ? (len <= peer->mtu ? OPX_PROTO_EAGER : OPX_PROTO_MP_EAGER)
+					    : opx_stats_rndv_proto(len),
+		     len);
 	/* delivery-complete and rendezvous sends complete when DONE arrives */
 	if (eager && !(flags & FI_DELIVERY_COMPLETE))
 		opx_ep_tx_report(ep, context, flags, len, 0);

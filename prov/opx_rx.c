@@ -134,7 +134,7 @@ static void opx_ux_enqueue(struct opx_ep *ep, struct opx_ux *ux, const struct sh
 	ux->pflags = h->flags;
 	ux->rcvd = h->paylen;
 	memcpy(ux->buf, pay, h->paylen);
-	opx_list_insert_tail((h->flags & OPX_PF_TAGGED) ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	opx_ux_queue(ep, h->flags & OPX_PF_TAGGED, ux);
 }
 
 static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
@@ -325,7 +325,7 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		opx_ux_deliver(ep, req, ux);
 		return 0;
 	}
-	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	opx_ux_queue(ep, tagged, ux);
 	return 0;
 }
 
@@ -368,6 +368,22 @@ static __attribute__((noinline)) bool opx_rx_csum_ok(const struct opx_ep *ep,
 	return opx_pkt_csum(h, (e->rhf & SHIM_RHF_EGR) ? pay : NULL) == h->psn;
 }
 
+/* The first packet of a multi-packet eager or rendezvous message (the
+ * continuations count nothing), counted once it is taken. */
+static int opx_rx_first_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h,
+			       const uint8_t *pay)
+{
+	int rc = opx_rx_table[h->opcode](ep, h, pay);
+
+	if (rc)
+		return rc;
+	if (h->opcode == OPX_OP_MP_FIRST)
+		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, h->p.u64[0]);
+	else if (h->opcode == OPX_OP_RTS)
+		opx_stats_rx(ep, opx_stats_rndv_proto(h->p.u64[0]), h->p.u64[0]);
+	return 0;
+}
+
 /* e is the endpoint's private copy of the entry.  Returns -FI_EAGAIN
  * when the packet must stay queued. */
 static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e)
@@ -399,13 +415,25 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 		opx_rx_drop_reason(ep, OPX_DROP_CSUM);
 		return 0;
 	}
-	if (h->opcode == OPX_OP_EAGER)
-		return opx_rx_eager(ep, h, pay);
+	if (h->opcode == OPX_OP_EAGER) {
+		int rc = opx_rx_eager(ep, h, pay);
+
+		if (__builtin_expect(!rc, 1))
+			opx_stats_rx(ep, e->rhf & SHIM_RHF_EGR ? OPX_PROTO_EAGER : OPX_PROTO_INJECT,
+				     h->paylen);
+		return rc;
+	}
 	if (h->opcode >= OPX_OP_RMA_WRITE)
 		return opx_rma_rx_packet(ep, h, pay);
-	if (h->opcode >= OPX_OP_DONE)
-		return opx_rndv_rx_packet(ep, e, pay);
-	return opx_rx_table[h->opcode](ep, h, pay);
+	if (h->opcode >= OPX_OP_DONE) {
+		int rc = opx_rndv_rx_packet(ep, e, pay);
+
+		/* a delivery-complete eager message: sender address + data */
+		if (!rc && h->opcode == OPX_OP_EAGER_DC && h->paylen >= sizeof(struct shim_addr))
+			opx_stats_rx(ep, OPX_PROTO_EAGER, h->paylen - sizeof(struct shim_addr));
+		return rc;
+	}
+	return opx_rx_first_packet(ep, h, pay);
 }
 
 /* A packet completes at most this many operations on each CQ. */

@@ -51,3 +51,48 @@ wait_listen() {
 	done
 	return 1
 }
+
+# Tables and plots go to BENCH_OUT (default <build>/bench-results).
+BENCH_OUT=${BENCH_OUT:-$OPX_BUILD_DIR/bench-results}
+mkdir -p "$BENCH_OUT" 2>/dev/null || BENCH_OUT=$tmp
+PLOTS=()
+
+# bench_plot NAME TITLE YLABEL LABEL...: a log-log PNG of $BENCH_OUT/NAME.dat
+# (first column the size, then one column per LABEL; "NaN" where there is
+# no figure), one line per LABEL.  Without gnuplot nothing happens; the
+# caller says so once (bench_plots_done).
+bench_plot() {
+	local name=$1 title=$2 ylabel=$3 i cmd=""
+	shift 3
+	command -v gnuplot >/dev/null 2>&1 || return 0
+	i=2
+	for label in "$@"; do
+		cmd="$cmd${cmd:+, }'$BENCH_OUT/$name.dat' using 1:$i with linespoints title '$label'"
+		i=$((i + 1))
+	done
+	gnuplot -e "set terminal png size 900,600; set output '$BENCH_OUT/$name.png';
+		set logscale xy 2; set title '$title'; set xlabel 'message size (bytes)';
+		set ylabel '$ylabel'; set key left top; set grid; plot $cmd" 2>/dev/null &&
+		PLOTS+=("$BENCH_OUT/$name.png")
+}
+
+# bench_dat NAME SIZE VALUE...: append one row ("fail"/"skip" become NaN).
+bench_dat() {
+	local name=$1 v row
+	shift
+	row=$1
+	shift
+	for v in "$@"; do
+		[[ $v =~ ^[0-9.]+$ ]] || v=NaN
+		row="$row $v"
+	done
+	echo "$row" >>"$BENCH_OUT/$name.dat"
+}
+
+bench_plots_done() {
+	if [ ${#PLOTS[@]} -gt 0 ]; then
+		echo "plots: ${PLOTS[*]}"
+	elif ! command -v gnuplot >/dev/null 2>&1; then
+		echo "plots: skipped (gnuplot not installed: apt-get install gnuplot-nox)"
+	fi
+}

@@ -176,7 +176,11 @@ echo
 # Interleaving the providers run by run spreads slow spells of a shared
 # machine over both columns instead of penalising whichever ran second.
 fab_deadline=$((DEADLINE - MPI_RESERVE))
+nsizes=$(wc -w <<<"$SIZES")
+isize=0
 for size in $SIZES; do
+	isize=$((isize + 1))
+	echo "  [$isize/$nsizes] libfabric bw/bibw/lat at $size B" >&2
 	for mode in $MODES; do
 		for ((r = 0; r < REPEAT; r++)); do
 			for prov in "$p0" "$p1"; do
@@ -200,12 +204,15 @@ fabric_table() {
 	local mode=$1 title=$2 size a b
 	echo "$title"
 	printf '%9s %12s %12s %10s\n' size "$p0" "$p1" "$p0/$p1"
+	: >"$BENCH_OUT/large-$mode.dat"
 	for size in $SIZES; do
 		a=${VAL[$p0/$mode/$size]:-skip}
 		b=${VAL[$p1/$mode/$size]:-skip}
 		printf '%9s %12s %12s %10s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")"
+		bench_dat "large-$mode" "$size" "$a" "$b"
 	done
 	echo
+	bench_plot "large-$mode" "$title" "$([ "$mode" = lat ] && echo usec || echo MB/s)" "$p0" "$p1"
 }
 fabric_table bw "bandwidth: opx_bw -m bw, window 64, MB/s, best of $REPEAT"
 fabric_table bibw "bidirectional bandwidth: opx_bw -m bibw, window 64, MB/s (both directions), best of $REPEAT"
@@ -216,12 +223,16 @@ mpi_table() {
 	local mode=$1 title=$2 size a b
 	echo "$title"
 	printf '%9s %12s %12s %10s\n' size "MPI $p0" "MPI vader" ratio
+	: >"$BENCH_OUT/large-mpi-$mode.dat"
 	for size in $SIZES; do
 		a=${MPIVAL[$p0/$mode/$size]:-skip}
 		b=${MPIVAL[vader/$mode/$size]:-skip}
 		printf '%9s %12s %12s %10s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")"
+		bench_dat "large-mpi-$mode" "$size" "$a" "$b"
 	done
 	echo
+	bench_plot "large-mpi-$mode" "$title" "$([ "$mode" = lat ] && echo usec || echo MB/s)" \
+		"MPI $p0" "MPI vader"
 }
 
 # mpi_run LABEL MPIRUN-ARGS...: one mpirun of mpi_bw over all sizes and
@@ -269,6 +280,7 @@ if [ "${BENCH_LARGE_MPI:-1}" != 0 ]; then
 		# Debian's openmpi-mca-params.conf has "mtl = ^ofi"; the command
 		# line wins.
 		for ((r = 0; r < REPEAT; r++)); do
+			echo "  [MPI run $((r + 1))/$REPEAT] opx, then vader" >&2
 			# A run needs about 15 s; do not start one that cannot finish.
 			[ $((SECONDS + 20)) -ge $DEADLINE ] && break
 			mpi_run "$p0" -mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$p0" \
@@ -293,4 +305,5 @@ if [ ${#NOTES[@]} -gt 0 ]; then
 	echo
 fi
 echo "(bw/bibw ratio > 1 means $p0 is faster; latency ratio < 1 means $p0 is faster)"
+bench_plots_done
 echo "elapsed $((SECONDS - START))s"

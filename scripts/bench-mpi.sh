@@ -52,7 +52,7 @@ TARGET=${BENCH_MPI_TARGET:-0.1}
 START=$SECONDS
 DEADLINE=$((START + ${BENCH_MPI_DEADLINE:-600}))
 MPI_TMO=240
-OUT=${BENCH_OUT:-$OPX_BUILD_DIR/bench-results}
+OUT=$BENCH_OUT # bench-common.sh: <build>/bench-results unless BENCH_OUT says
 BIN=$OPX_BUILD_DIR/test/bench
 MPI_ROOT=()
 [ "$(id -u)" = 0 ] && MPI_ROOT=(--allow-run-as-root)
@@ -213,21 +213,7 @@ table() {
 	echo
 }
 
-# plot FILE TITLE YLABEL: log-log PNG of FILE.dat, one line per stack.
-plot() {
-	local file=$1 title=$2 ylabel=$3 i cmd=""
-	command -v gnuplot >/dev/null 2>&1 || return 0
-	for ((i = 0; i < ${#STACKS[@]}; i++)); do
-		cmd="$cmd${cmd:+, }'$OUT/$file.dat' using 1:$((i + 2)) with linespoints title '${STACKS[$i]}'"
-	done
-	gnuplot -e "set terminal png size 900,600; set output '$OUT/$file.png';
-		set logscale xy 2; set title '$title'; set xlabel 'message size (bytes)';
-		set ylabel '$ylabel'; set key left top; set grid; plot $cmd" 2>/dev/null &&
-		PLOTS+=("$OUT/$file.png")
-}
-
 SLOWER=0
-PLOTS=()
 {
 table "MPI latency (osu_latency-like), usec one way; lower is better" min "lat/" "" "$SIZES" mpi-lat
 table "MPI bandwidth (osu_bw-like, window 64), MB/s; higher is better" max "bw/" "" "$SIZES" mpi-bw
@@ -249,13 +235,13 @@ done
 # The tee ran in a subshell: count the flags again from the saved tables.
 SLOWER=$(grep -c '< slower than vader' "$OUT/bench-mpi.txt")
 
-plot mpi-lat "MPI latency" "usec"
-plot mpi-bw "MPI bandwidth" "MB/s"
-plot mpi-bibw "MPI bidirectional bandwidth" "MB/s"
-plot mpi-rate "MPI message rate" "messages/s"
+bench_plot mpi-lat "MPI latency" usec "${STACKS[@]}"
+bench_plot mpi-bw "MPI bandwidth" MB/s "${STACKS[@]}"
+bench_plot mpi-bibw "MPI bidirectional bandwidth" MB/s "${STACKS[@]}"
+bench_plot mpi-rate "MPI message rate" messages/s "${STACKS[@]}"
 for np in $NPS; do
 	for op in allreduce alltoall bcast exchange; do
-		plot "mpi-$op-np$np" "MPI $op, $np ranks" "usec"
+		bench_plot "mpi-$op-np$np" "MPI $op, $np ranks" usec "${STACKS[@]}"
 	done
 done
 
@@ -266,9 +252,5 @@ if [ ${#FAILURES[@]} -gt 0 ]; then
 fi
 echo "$SLOWER rows where ${STACKS[0]} is slower than vader (marked <)"
 echo "tables: $OUT/bench-mpi.txt"
-if [ ${#PLOTS[@]} -gt 0 ]; then
-	echo "plots: ${#PLOTS[@]} PNG files in $OUT"
-else
-	echo "plots: skipped (gnuplot not installed: apt-get install gnuplot-nox)"
-fi
+bench_plots_done
 echo "elapsed $((SECONDS - START))s"

@@ -143,10 +143,12 @@ header() {
 	echo
 }
 
-# row SIZE FUNCTION: one figure per provider, then the ratios.
+# row SIZE FUNCTION: one figure per provider, then the ratios (and a row
+# of $BENCH_OUT/fabric-FUNCTION.dat for the plot).
 row() {
 	local size=$1 fn=$2 p i vals=()
 	for p in "${PROVS[@]}"; do vals+=("$($fn "$p" "$size")"); done
+	bench_dat "fabric-$fn" "$size" "${vals[@]}"
 	printf '%8s' "$size"
 	for ((i = 0; i < ${#vals[@]}; i++)); do printf ' %12s' "${vals[$i]}"; done
 	for ((i = 1; i < ${#vals[@]}; i++)); do printf ' %10s' "$(ratio "${vals[0]}" "${vals[$i]}")"; done
@@ -157,9 +159,11 @@ echo "opx benchmark: $(uname -n), $(nproc) cores, $pinning, load average $(cut -
 echo "libfabric $(pkg-config --modversion libfabric 2>/dev/null || echo '?'), FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 echo
 echo "latency: fi_pingpong -e rdm -m tagged -I $ITERS, usec/xfer reported by the client, best of $REPEAT"
+: >"$BENCH_OUT/fabric-latency.dat"
+: >"$BENCH_OUT/fabric-rate.dat"
 header
 for size in $SIZES; do
-	echo "  latency $size B" >&2
+	echo "  [latency $size B, $(wc -w <<<"$SIZES") sizes]" >&2
 	row "$size" latency
 done
 
@@ -172,6 +176,9 @@ for size in $RATE_SIZES; do
 done
 echo
 echo "(latency ratio < 1 means $p0 is faster; rate ratio > 1 means $p0 is faster)"
+bench_plot fabric-latency "fi_pingpong latency" usec "${PROVS[@]}"
+bench_plot fabric-rate "message rate (opx_msgrate)" "messages/s" "${PROVS[@]}"
+bench_plots_done
 echo "elapsed ${SECONDS}s"
 
 if [ "${BENCH_MPI:-1}" != 0 ]; then

@@ -29,7 +29,11 @@ mkdir "$work/opx"
 	--exclude=./m4 --exclude='*.in' --exclude=./config.status --exclude=./libtool \
 	-cf - .) | tar -C "$work/opx" -xf - || exit 1
 echo "# dpkg-buildpackage -us -uc -b (log: $work/build.log)"
-if ! (cd "$work/opx" && dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
+# Run from "make check", MAKEFLAGS carries the outer make's overrides
+# (TEST_LOGS=...): the package build's own "make check-unit" would run
+# the whole outer suite again.  Build as if from a clean shell.
+if ! (cd "$work/opx" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
 	echo "FAIL: dpkg-buildpackage"
 	tail -n 40 "$work/build.log"
 	exit 1
@@ -43,7 +47,8 @@ status=0
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 files=$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||' | sort)
 expect=$(printf '%s\n' \
-	"usr/bin/opx_bw" "usr/bin/opx_msgrate" \
+	"usr/bin/opx_bw" "usr/bin/opx_msgrate" "usr/bin/opx_stats" \
+	"usr/include/rdma/opx_ext.h" \
 	"usr/lib/$multi/libfabric/libopx-fi.so" \
 	"usr/share/doc/libfabric-opx/changelog.gz" \
 	"usr/share/doc/libfabric-opx/copyright" \

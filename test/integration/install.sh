@@ -5,6 +5,8 @@
 # the man page there, nothing else; "make uninstall" removes all of it.
 set -u
 build=${OPX_BUILD_DIR:?run from make check (OPX_BUILD_DIR)}
+# not the outer "make check" overrides (TEST_LOGS=...): plain make runs
+unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 dest=$(mktemp -d "${TMPDIR:-/tmp}/opx-install.XXXXXX") || exit 1
 trap 'rm -rf "$dest"' EXIT
 
@@ -20,6 +22,8 @@ expect=$(printf '%s\n' \
 	"$provdir/libopx-fi.so" \
 	"$bindir/opx_bw" \
 	"$bindir/opx_msgrate" \
+	"$bindir/opx_stats" \
+	"$(make_var includedir)/rdma/opx_ext.h" \
 	"$mandir/man7/fi_opx.7" | sort)
 
 if ! make -s -C "$build" install DESTDIR="$dest" >"$dest.log" 2>&1; then
