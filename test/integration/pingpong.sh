@@ -63,9 +63,12 @@ wait_listen() {
 	fi
 	for ((i = 0; i < 100; i++)); do
 		# $pid is timeout(1); fi_pingpong is its child.
-		kids=$(pgrep -P "$pid" | tr '\n' '|')
+		# not under the ASan runtime the sanitizer build preloads:
+		# pgrep deadlocks in it
+		kids=$(env -u LD_PRELOAD pgrep -P "$pid" | tr '\n' '|')
 		if [ -n "$kids" ] &&
-		   ss -Hltnp "sport = :$port" 2>/dev/null | grep -qE "pid=(${kids%|}),"; then
+		   env -u LD_PRELOAD ss -Hltnp "sport = :$port" 2>/dev/null |
+		   grep -qE "pid=(${kids%|}),"; then
 			return 0
 		fi
 		if ! kill -0 "$pid" 2>/dev/null ||

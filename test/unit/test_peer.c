@@ -1182,7 +1182,8 @@ static int tp_split_child(int up, int down)
 		return 18;
 	/* stay until the sender has its completions (it closes the pipe) */
 	char c;
-	(void)read(down, &c, 1);
+	if (read(down, &c, 1) < 0)
+		c = 0; /* EOF or error: either way the sender is done */
 	free(buf[0]);
 	free(buf[1]);
 	fx_close(&e);
