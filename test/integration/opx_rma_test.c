@@ -456,7 +456,9 @@ static void atomics(void)
 
 static void refused(void)
 {
-	static uint8_t src[SMALL], dst[SMALL];
+	/* src has one byte more than the regions: the write longer than the
+	 * region below must be refused by the target, not read past src */
+	static uint8_t src[SMALL + 1], dst[SMALL];
 	uint64_t one = 1, res;
 	int ctx;
 
