@@ -96,6 +96,18 @@ static bool shim_peer_owner_running(const struct shim_peer_priv *pp)
 	return !shim_proc_starttime(pp->owner_pid, &now) && now == pp->owner_start;
 }
 
+int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid)
+{
+	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
+
+	if (!peer || !pid)
+		return -EINVAL;
+	if (!pp->owner_pid)
+		return -ESRCH;
+	*pid = pp->owner_pid;
+	return 0;
+}
+
 int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
 {
 	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;

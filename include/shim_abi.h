@@ -373,6 +373,12 @@ struct shim_peer *shim_peer_get(struct shim_peer *peer);
  * verifiable (another pid namespace).  Call it before and after a copy:
  * a different answer after means the copy may have touched a stranger. */
 int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);
+/* The same pid as recorded at open, without asking the kernel again (no
+ * syscall): -ESRCH when the owner was never verifiable.  For a read, a
+ * liveness check after the copy alone proves the pid named the verified
+ * process throughout (a process that is alive afterwards was alive
+ * during it, and a live process's pid is not reused). */
+int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 
 /* Receive-side recovery, slow path (call when polling finds nothing):

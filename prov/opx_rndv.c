@@ -623,14 +623,18 @@ bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload 
 
 /* A CMA copy with the peer's owner: the process is the one the shim
  * verified when it mapped the peer, checked again after the copy (its
- * pid may have been recycled meanwhile).  -ESRCH: no such process. */
+ * pid may have been recycled meanwhile).  A read needs only that check
+ * after (alive then means alive throughout); a write into the peer is
+ * also checked before, so a recycled pid is caught before we write.
+ * -ESRCH: no such process.  Each check is a syscall: pulls are the
+ * rendezvous fast path. */
 static ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt,
 			    struct iovec *riov, size_t rcnt, size_t len, bool write)
 {
 	pid_t pid, again;
 	ssize_t n;
 
-	if (shim_peer_cma_pid(peer, &pid))
+	if (write ? shim_peer_cma_pid(peer, &pid) : shim_peer_cma_pid_recorded(peer, &pid))
 		return -ESRCH;
 	n = opx_cma_copy(pid, liov, lcnt, riov, rcnt, len, write);
 	if (n >= 0 && (shim_peer_cma_pid(peer, &again) || again != pid))
@@ -723,7 +727,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 	pid_t pid;
 	int err = 0;
 
-	if (!peer || shim_peer_cma_pid(peer, &pid))
+	if (!peer || shim_peer_cma_pid_recorded(peer, &pid))
 		return -ESRCH;
 	if (opx_env.rndv_split && len >= opx_env.rndv_split && ep->cma_proven &&
 	    !opx_rndv_split(ep, req, off, cap, ux, len, peer))
