@@ -148,6 +148,7 @@ struct shim_peer_priv {
 	pid_t owner_pid;      /* the owner as verified at open (CMA) ... */
 	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
 	int owner_pidfd;      /* a pidfd of that very process, -1 where unavailable */
+	_Atomic uint64_t owner_seen_ns; /* CLOCK_MONOTONIC of the last check that found it */
 };
 
 /* Trust on a shared host (shim_trust.c).  Everything opx opens in

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim_internal.h"
@@ -85,15 +86,44 @@ static void shim_peer_owner_record(struct shim_peer_priv *pp, const struct shim_
 	}
 }
 
+/*
+ * How long a check that found the owner alive is trusted.  A pid is only
+ * handed out again after the owner died *and* the kernel's cyclic pid
+ * allocator came all the way round to it; neither dying nor a full turn
+ * of the allocator fits in a millisecond, so within that window "alive a
+ * moment ago" still means "this pid is that process".  Without the
+ * window every rendezvous pull paid a syscall (about 1.2 us on these
+ * virtual machines: 16 KiB latency was 20 % worse than before the check).
+ */
+#define SHIM_PEER_ALIVE_NS 1000000ull
+
+static uint64_t shim_peer_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The verified owner still runs: its pidfd, else (old kernels) its start
- * time in /proc. */
+ * time in /proc; a positive answer is reused for SHIM_PEER_ALIVE_NS. */
 static bool shim_peer_owner_running(const struct shim_peer_priv *pp)
 {
-	uint64_t now = 0;
+	/* the cache is the only thing written through a const peer */
+	struct shim_peer_priv *cache = (struct shim_peer_priv *)pp;
+	uint64_t now = shim_peer_now_ns(), start = 0;
+	bool alive;
 
+	if (now - atomic_load_explicit(&pp->owner_seen_ns, memory_order_relaxed) <
+	    SHIM_PEER_ALIVE_NS)
+		return true;
 	if (pp->owner_pidfd >= 0)
-		return syscall(SYS_pidfd_send_signal, pp->owner_pidfd, 0, NULL, 0) == 0;
-	return !shim_proc_starttime(pp->owner_pid, &now) && now == pp->owner_start;
+		alive = syscall(SYS_pidfd_send_signal, pp->owner_pidfd, 0, NULL, 0) == 0;
+	else
+		alive = !shim_proc_starttime(pp->owner_pid, &start) && start == pp->owner_start;
+	if (alive)
+		atomic_store_explicit(&cache->owner_seen_ns, now, memory_order_relaxed);
+	return alive;
 }
 
 int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid)

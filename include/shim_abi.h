@@ -371,7 +371,9 @@ struct shim_peer *shim_peer_get(struct shim_peer *peer);
  * pid recorded and verified (pid plus start time) when the peer was
  * mapped, checked again now.  -ESRCH when it is gone or was never
  * verifiable (another pid namespace).  Call it before and after a copy:
- * a different answer after means the copy may have touched a stranger. */
+ * a different answer after means the copy may have touched a stranger.
+ * "Now" is at most a millisecond old (see SHIM_PEER_ALIVE_NS): within that
+ * the pid cannot have been handed to another process. */
 int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);
 /* The same pid as recorded at open, without asking the kernel again (no
  * syscall): -ESRCH when the owner was never verifiable.  For a read, a
