@@ -92,6 +92,7 @@ struct opx_params {
 	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
 	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
+	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 	char *stats;          /* FI_OPX_STATS: "stderr" or a path pattern (opx_stats.c), NULL: off */
 };
@@ -213,6 +214,9 @@ struct opx_av_entry {
 	uint32_t checked;       /* liveness round that last found it alive */
 	bool valid;
 	bool dead;              /* the receiver is known gone: sends fail */
+	int8_t rma_cma;         /* CMA one-sided ops with it: 0 untried, 1 work, -1 refused */
+	uint32_t rma_refused;   /* as a target: its multi-chunk op (cookie) refused whole */
+	int rma_refused_err;    /* ... and why (positive FI_E*); 0: none */
 };
 
 struct opx_av {

@@ -64,7 +64,10 @@ enum opx_opcode {
 #define OPX_PF_TAGGED 0x01u
 #define OPX_PF_CQDATA 0x02u
 #define OPX_PF_CSUM 0x04u /* hdr.psn holds the CRC32C of the packet (opx_csum.c) */
-#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA | OPX_PF_CSUM)
+/* One-sided request: the data moves by Cross Memory Attach (payload: struct
+ * opx_rma_cma_req); on a reply: the target could not, send it by chunks. */
+#define OPX_PF_CMA 0x08u
+#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA | OPX_PF_CSUM | OPX_PF_CMA)
 
 /* Why a received packet was dropped.  Every drop is counted per endpoint
  * (opx_ep_drops) and the first of each reason is logged at warn level;
@@ -384,6 +387,13 @@ void opx_rndv_check_peers(struct opx_ep *ep);
 /* An RTS payload the receiver may act on: its source is the packet's
  * source and its iovec adds up to the message length. */
 bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload *rts);
+/* One Cross Memory Attach copy of len bytes between our liov and riov in
+ * the process that owns peer (the one the shim verified when it mapped
+ * it, never a pid from a packet); write: ours into theirs.  Returns the
+ * bytes copied, -ESRCH when no verified process is there, or -errno
+ * (-EPERM, -ENOSYS: CMA not permitted).  The iovecs may be advanced. */
+ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt, struct iovec *riov,
+		     size_t rcnt, size_t len, bool write);
 /* FI_DELIVERY_COMPLETE eager sends (opx_msg.c) use a rendezvous send slot
  * that the receiver's DONE completes: get one (-EAGAIN when none is
  * free), put it back unused (no completion), and, on the receiving side,

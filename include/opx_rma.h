@@ -25,6 +25,19 @@
  *     data      status: 0 or a positive FI_E* code
  *     payload   read data or fetched values (inline up to 16 bytes)
  *
+ *
+ * Large reads and writes (from FI_OPX_RMA_CMA bytes) are one request with
+ * OPX_PF_CMA set and a struct opx_rma_cma_req as payload: the initiator's
+ * buffer.  The target checks key, range and access for the whole length,
+ * then copies once with Cross Memory Attach (write: it reads the
+ * initiator's buffer into the region; read: it writes the region into the
+ * initiator's buffer), in the process the shim verified for that peer, and
+ * answers with one response.  A target that may not use CMA answers with
+ * OPX_PF_CMA set and changes nothing: the initiator sends that operation
+ * again in chunks and remembers, per address, not to try again.  Until a
+ * CMA operation to an address has worked once, later operations of the
+ * endpoint wait for its answer, so a fallback never reorders them.
+ *
  * The target checks key, range and access before touching memory; a bad
  * request gets a non-zero status and changes nothing.  Because every
  * packet of one initiator goes through one ordered header queue and the
@@ -94,6 +107,16 @@ enum opx_rma_type {
 };
 
 /* What one RMA or atomic call asks for. */
+/* Payload of an OPX_PF_CMA request: the initiator's buffer. */
+struct opx_rma_cma_req {
+	uint64_t len;        /* sum of iov_len[] */
+	uint32_t iov_count;  /* 1..OPX_IOV_LIMIT */
+	uint32_t rsvd;
+	uint64_t iov_base[OPX_IOV_LIMIT];
+	uint64_t iov_len[OPX_IOV_LIMIT];
+};
+static_assert(sizeof(struct opx_rma_cma_req) == 80, "cma request layout");
+
 struct opx_rma_args {
 	enum opx_rma_type type;
 	const struct iovec *iov; /* write source, read destination, atomic operands */

@@ -29,6 +29,7 @@
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
 #define OPX_DEF_RNDV_SPLIT ((size_t)64 << 10)
+#define OPX_DEF_RMA_CMA ((size_t)16 << 10)
 #define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
 #define OPX_DEF_JKEY (-1)
 #define OPX_DEF_SPIN_COUNT 1000
@@ -70,6 +71,7 @@ struct opx_params opx_env = {
 	.sleep_ms = OPX_DEF_SLEEP_MS,
 	.rndv_cma = true,
 	.rndv_split = OPX_DEF_RNDV_SPLIT,
+	.rma_cma = OPX_DEF_RMA_CMA,
 };
 
 /* fi_prov_ini may be called more than once in a process (the core loads
@@ -148,6 +150,13 @@ static void opx_params_define(void)
 			"copy at once; a receiver that refuses CMA writes (not dumpable, Yama) "
 			"makes the receiver pull that half too; 0 disables (default: %zu)",
 			OPX_DEF_RNDV_SPLIT);
+	fi_param_define(&opx_prov, "RMA_CMA", FI_PARAM_SIZE_T,
+			"From this size an RMA read or write between processes of one host is "
+			"one Cross Memory Attach copy done by the target, after it checked key, "
+			"range and access; smaller ones, and all where the target may not use "
+			"CMA (FI_OPX_RNDV_CMA=0 there, Yama), go through the shared rings in "
+			"MTU chunks; 0 disables (default: %zu)",
+			OPX_DEF_RMA_CMA);
 	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
 			"Seal every eager packet sent with a CRC32C of header and payload, and "
 			"drop eager packets received unsealed or with a wrong checksum; senders "
@@ -387,6 +396,7 @@ static void opx_params_load(void)
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
+	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_bool("CHECKSUM", &p->checksum);
 	p->stats = NULL;
 	if (fi_param_get_str(&opx_prov, "STATS", &p->stats) || (p->stats && !*p->stats))

@@ -6,7 +6,8 @@
  *
  * Initiator.  A call takes a descriptor from a fixed pool (allocated on
  * the endpoint's first one-sided operation) and is split into chunks of at
- * most one MTU.  Descriptors are pushed in posting order through one FIFO:
+ * most one MTU, or, from FI_OPX_RMA_CMA bytes, sent as one request that the
+ * target serves with one Cross Memory Attach copy (opx_rma.h).  Descriptors are pushed in posting order through one FIFO:
  * while the head cannot send (no credits, or OPX_RMA_WINDOW chunks already
  * unanswered) later ones wait behind it, so operations to one target are
  * executed in posting order whatever their size.  The window also bounds
@@ -46,6 +47,7 @@ struct opx_rma_op {
 	uint64_t flags;
 	uint64_t cflags;      /* completion flags */
 	struct shim_peer *peer;
+	fi_addr_t dest;
 	uint64_t addr;
 	uint64_t key;
 	uint64_t data;
@@ -57,6 +59,7 @@ struct opx_rma_op {
 	int err;
 	uint32_t gen;
 	bool busy;
+	bool cma;             /* one request, copied by the target with CMA */
 	uint8_t type;
 	uint8_t kind;
 	uint8_t op;
@@ -74,6 +77,7 @@ struct opx_rma_reply {
 	struct shim_peer *peer;
 	uint64_t tag;
 	uint64_t status;
+	uint8_t pflags;
 	uint32_t len;
 	uint8_t data[];
 };
@@ -85,6 +89,7 @@ struct opx_rma_state {
 	uint32_t inflight;   /* chunks sent, not answered */
 	struct opx_list queue;
 	struct opx_list replies;
+	struct opx_rma_op *cma_probe; /* CMA to an untried address: the rest waits */
 	uint8_t *scratch;    /* atomic results, one MTU */
 };
 
@@ -187,6 +192,58 @@ static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct
 	st->busy_ops--;
 }
 
+/* The address's entry, for what we learnt about CMA with it; NULL once
+ * removed from the address vector. */
+static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
+{
+	struct opx_av *av = ep->av;
+
+	return dest < av->count && av->table[dest].valid ? &av->table[dest] : NULL;
+}
+
+/* Send the one request of a CMA operation (opx_rma.h).  While no CMA
+ * operation to that address has worked yet, it is a probe: later
+ * operations wait for its answer, which may send it back to chunks. */
+static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
+{
+	struct shim_peer *peer = op->peer;
+	struct opx_rma_cma_req *q;
+	struct opx_av_entry *ent;
+	struct shim_pio_resv r;
+	struct shim_rhq_entry *e;
+	uint8_t pflags = OPX_PF_CMA;
+	int rc;
+
+	if (st->inflight >= OPX_RMA_WINDOW)
+		return -EAGAIN;
+	rc = shim_pio_reserve(peer, 1, sizeof(*q), &r);
+	if (rc)
+		return rc;
+	q = (struct opx_rma_cma_req *)r.egr;
+	memset(q, 0, sizeof(*q));
+	q->len = op->len;
+	q->iov_count = (uint32_t)op->cnt;
+	for (size_t i = 0; i < op->cnt; i++) {
+		q->iov_base[i] = (uintptr_t)op->iov[i].iov_base;
+		q->iov_len[i] = op->iov[i].iov_len;
+	}
+	if (op->flags & FI_REMOTE_CQ_DATA)
+		pflags |= OPX_PF_CQDATA;
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer,
+		     op->type == OPX_RT_WRITE ? OPX_OP_RMA_WRITE : OPX_OP_RMA_READ, pflags,
+		     sizeof(*q), (uint32_t)op->len, op->addr, op->data);
+	e->hdr.p.u64[0] = op->key;
+	e->hdr.p.u64[1] = opx_rma_cookie(st, op) | OPX_RMA_LAST;
+	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+	op->sent = 1;
+	st->inflight++;
+	ent = opx_rma_entry(ep, op->dest);
+	if (!ent || ent->rma_cma <= 0)
+		st->cma_probe = op;
+	return 0;
+}
+
 /* ---------------------------------------------------------------------
  * Initiator: sending chunks.  Returns 0 when every chunk of op is sent,
  * -EAGAIN when it must wait for credits or for the window.
@@ -200,6 +257,10 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 	};
 	struct shim_peer *peer = op->peer;
 
+	if (st->cma_probe)
+		return -EAGAIN;
+	if (op->cma)
+		return opx_rma_push_cma(ep, st, op);
 	while (op->sent < op->nchunks) {
 		size_t off = (size_t)op->sent * op->chunk;
 		size_t clen = op->len - off < op->chunk ? op->len - off : op->chunk;
@@ -241,8 +302,10 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 		if (last && (op->flags & FI_REMOTE_CQ_DATA))
 			pflags |= OPX_PF_CQDATA;
 		e = shim_pio_entry(peer, &r, 0);
+		/* the first of several chunks carries the whole length, so the
+		 * target checks the whole range before any chunk lands */
 		opx_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
-			     op->addr + off, op->data);
+			     op->addr + off, op->sent == 0 && !last ? op->len : op->data);
 		e->hdr.p.u64[0] = op->key;
 		e->hdr.p.u64[1] = opx_rma_cookie(st, op) | ((uint64_t)op->sent << 32) |
 				  (last ? OPX_RMA_LAST : 0);
@@ -340,6 +403,10 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 	}
 	chunk = peer->mtu < ep->rx->mtu ? peer->mtu : ep->rx->mtu;
 	nchunks = a->type == OPX_RT_ATOMIC ? 1 : (len ? (len + chunk - 1) / chunk : 1);
+	bool cma = a->type != OPX_RT_ATOMIC && opx_env.rma_cma && len >= opx_env.rma_cma &&
+		   len > chunk && ep->av->table[a->dest].rma_cma >= 0;
+	if (cma)
+		nchunks = 1;
 	if (nchunks > OPX_RMA_CHUNK_MAX)
 		return -FI_EMSGSIZE;
 
@@ -349,6 +416,8 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 	op->context = a->context;
 	op->flags = a->flags;
 	op->peer = peer;
+	op->dest = a->dest;
+	op->cma = cma;
 	op->addr = a->addr;
 	op->key = a->key;
 	op->data = a->data;
@@ -417,7 +486,8 @@ ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a)
  * Target: replies.
  */
 static int opx_rma_reply_try(struct opx_ep *ep, struct shim_peer *peer, uint64_t tag,
-			     uint64_t status, const struct iovec *src, size_t cnt, uint32_t len)
+			     uint64_t status, uint8_t pflags, const struct iovec *src, size_t cnt,
+			     uint32_t len)
 {
 	struct shim_pio_resv r;
 	struct shim_rhq_entry *e;
@@ -427,7 +497,7 @@ static int opx_rma_reply_try(struct opx_ep *ep, struct shim_peer *peer, uint64_t
 	if (rc)
 		return rc;
 	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_RESP, 0, len, 0, tag, status);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_RESP, pflags, len, 0, tag, status);
 	if (inl) {
 		memset(e->hdr.p.inl, 0, sizeof(e->hdr.p.inl));
 		opx_rma_gather(e->hdr.p.inl, src, cnt, 0, len);
@@ -438,14 +508,14 @@ static int opx_rma_reply_try(struct opx_ep *ep, struct shim_peer *peer, uint64_t
 	return 0;
 }
 
-static void opx_rma_reply(struct opx_ep *ep, struct opx_rma_state *st, struct shim_peer *peer,
-			  uint64_t tag, uint64_t status, const struct iovec *src, size_t cnt,
-			  uint32_t len)
+static void opx_rma_reply_flags(struct opx_ep *ep, struct opx_rma_state *st,
+				struct shim_peer *peer, uint64_t tag, uint64_t status,
+				uint8_t pflags, const struct iovec *src, size_t cnt, uint32_t len)
 {
 	struct opx_rma_reply *q;
 
 	if (opx_list_empty(&st->replies) &&
-	    opx_rma_reply_try(ep, peer, tag, status, src, cnt, len) == 0)
+	    opx_rma_reply_try(ep, peer, tag, status, pflags, src, cnt, len) == 0)
 		return;
 	q = malloc(sizeof(*q) + len);
 	if (!q) {
@@ -456,10 +526,18 @@ static void opx_rma_reply(struct opx_ep *ep, struct opx_rma_state *st, struct sh
 	q->peer = peer;
 	q->tag = tag;
 	q->status = status;
+	q->pflags = pflags;
 	q->len = len;
 	opx_rma_gather(q->data, src, cnt, 0, len);
 	opx_list_insert_tail(&st->replies, &q->link);
 	ep->rma_busy = true;
+}
+
+static void opx_rma_reply(struct opx_ep *ep, struct opx_rma_state *st, struct shim_peer *peer,
+			  uint64_t tag, uint64_t status, const struct iovec *src, size_t cnt,
+			  uint32_t len)
+{
+	opx_rma_reply_flags(ep, st, peer, tag, status, 0, src, cnt, len);
 }
 
 static void opx_rma_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
@@ -469,7 +547,7 @@ static void opx_rma_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
 							   link);
 		struct iovec v = {.iov_base = q->data, .iov_len = q->len};
 
-		if (opx_rma_reply_try(ep, q->peer, q->tag, q->status, &v, 1, q->len))
+		if (opx_rma_reply_try(ep, q->peer, q->tag, q->status, q->pflags, &v, 1, q->len))
 			break;
 		opx_list_remove(&q->link);
 		free(q);
@@ -495,6 +573,93 @@ static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h
 		opx_cntr_inc(mr->cntr);
 }
 
+/* A CMA read or write (opx_rma.h): the initiator's buffer is checked to
+ * add up to the length, the region is resolved for all of it, then one
+ * copy with the process the shim verified for that peer.  A target that
+ * may not use CMA says so (OPX_PF_CMA reply) and touches nothing. */
+static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct shim_peer *peer,
+			   const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	bool write = h->opcode == OPX_OP_RMA_WRITE;
+	struct iovec loc[OPX_IOV_LIMIT], rem[OPX_IOV_LIMIT];
+	struct opx_rma_cma_req q;
+	struct opx_mr *mr = NULL;
+	size_t nloc = 0;
+	uint64_t sum = 0;
+	int status = 0;
+
+	if (h->paylen != sizeof(q))
+		goto bad;
+	memcpy(&q, pay, sizeof(q));
+	if (!q.iov_count || q.iov_count > OPX_IOV_LIMIT || q.len > opx_env.max_msg_size)
+		goto bad;
+	for (uint32_t i = 0; i < q.iov_count; i++) {
+		if (q.iov_len[i] > q.len)
+			goto bad; /* also keeps the sum from wrapping */
+		sum += q.iov_len[i];
+		rem[i].iov_base = (void *)(uintptr_t)q.iov_base[i];
+		rem[i].iov_len = q.iov_len[i];
+	}
+	if (sum != q.len)
+		goto bad;
+	status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, q.len,
+				       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc, &mr);
+	if (!status) {
+		ssize_t n = -EPERM;
+
+		if (opx_env.rndv_cma && opx_env.rma_cma)
+			n = opx_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, !write);
+		if (n == -EPERM || n == -ENOSYS) {
+			opx_rma_reply_flags(ep, st, peer, h->p.u64[1], 0, OPX_PF_CMA, NULL, 0, 0);
+			return;
+		}
+		if (n == -ESRCH)
+			return; /* nobody to answer */
+		if (n != (ssize_t)q.len)
+			status = -FI_EIO;
+		else
+			opx_rma_target_event(ep, h, FI_RMA, write ? FI_REMOTE_WRITE : FI_REMOTE_READ,
+					     q.len, mr);
+	}
+	opx_rma_reply(ep, st, peer, h->p.u64[1], (uint64_t)-status, NULL, 0, 0);
+	return;
+bad:
+	opx_rx_drop(ep, "malformed one-sided CMA request");
+	opx_rma_reply(ep, st, peer, h->p.u64[1], FI_EINVAL, NULL, 0, 0);
+}
+
+/* Chunks of one operation: the first of several carries the whole length
+ * (hdr.data), and the whole range is checked then, so that a refused
+ * operation touches nothing.  Returns 0 or the (positive) error for this
+ * chunk.  Chunks of one initiator arrive in posting
+ * order, one operation after another: the refusal is remembered on its
+ * address until that operation's last chunk. */
+static int opx_rma_chunk_refused(struct opx_ep *ep, fi_addr_t src, const struct shim_pkt_hdr *h)
+{
+	struct opx_av_entry *ent = &ep->av->table[src];
+	uint64_t tag = h->p.u64[1];
+	uint32_t cookie = (uint32_t)tag;
+	bool write = h->opcode == OPX_OP_RMA_WRITE;
+
+	if (!(tag & (OPX_RMA_CHUNK_MAX << 32)) && !(tag & OPX_RMA_LAST)) {
+		struct iovec loc[OPX_IOV_LIMIT];
+		size_t nloc;
+		int rc = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->data,
+					       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc,
+					       NULL);
+
+		ent->rma_refused = cookie;
+		ent->rma_refused_err = -rc;
+		return -rc;
+	}
+	if (!ent->rma_refused_err || ent->rma_refused != cookie)
+		return 0;
+	int err = ent->rma_refused_err;
+	if (tag & OPX_RMA_LAST)
+		ent->rma_refused_err = 0;
+	return err;
+}
+
 static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct iovec loc[OPX_IOV_LIMIT];
@@ -516,6 +681,14 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		return 0;
 	}
 
+	if ((h->flags & OPX_PF_CMA) && h->opcode != OPX_OP_ATOMIC) {
+		opx_rma_rx_cma(ep, st, peer, h, pay);
+		return 0;
+	}
+	if (h->opcode != OPX_OP_ATOMIC && (status = opx_rma_chunk_refused(ep, src, h)) != 0) {
+		opx_rma_reply(ep, st, peer, tag, (uint64_t)status, NULL, 0, 0);
+		return 0;
+	}
 	if (h->opcode == OPX_OP_RMA_WRITE) {
 		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->paylen,
 					       FI_REMOTE_WRITE, loc, &nloc, &mr);
@@ -611,7 +784,29 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 		opx_rx_drop(ep, "stale or bad one-sided reply");
 		return 0;
 	}
-	if (!status && op->type == OPX_RT_READ) {
+	if (op->cma) {
+		struct opx_av_entry *ent = opx_rma_entry(ep, op->dest);
+
+		if (st->cma_probe == op)
+			st->cma_probe = NULL;
+		if (!opx_list_empty(&st->queue))
+			ep->rma_busy = true;
+		if (h->flags & OPX_PF_CMA) {
+			/* the target may not use CMA with us: chunks, first in line */
+			if (ent)
+				ent->rma_cma = -1;
+			st->inflight--;
+			op->cma = false;
+			op->sent = 0;
+			op->acked = 0;
+			op->nchunks = (uint32_t)((op->len + op->chunk - 1) / op->chunk);
+			opx_list_insert_head(&st->queue, &op->link);
+			ep->rma_busy = true;
+			return 0;
+		}
+		if (ent && !status)
+			ent->rma_cma = 1;
+	} else if (!status && op->type == OPX_RT_READ) {
 		size_t off = (size_t)chunk * op->chunk;
 		size_t clen = op->len - off < op->chunk ? op->len - off : op->chunk;
 

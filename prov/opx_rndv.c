@@ -621,15 +621,15 @@ bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload 
 	return sum == h->p.u64[0];
 }
 
-/* A CMA copy with the peer's owner: the process is the one the shim
- * verified when it mapped the peer, checked again after the copy (its
+/* A CMA copy with the peer's owner (opx_ep.h): the process is the one the
+ * shim verified when it mapped the peer, checked again after the copy (its
  * pid may have been recycled meanwhile).  A read needs only that check
  * after (alive then means alive throughout); a write into the peer is
  * also checked before, so a recycled pid is caught before we write.
  * -ESRCH: no such process.  Each check is a syscall: pulls are the
  * rendezvous fast path. */
-static ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt,
-			    struct iovec *riov, size_t rcnt, size_t len, bool write)
+ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt, struct iovec *riov,
+		     size_t rcnt, size_t len, bool write)
 {
 	pid_t pid, again;
 	ssize_t n;

@@ -475,6 +475,15 @@ static void refused(void)
 	expect_err(wait_comp(&ctx), FI_EINVAL, "write longer than the region");
 	POST(fi_read(me.ep, dst, 8, NULL, tgt, su.base[R_RO] + SMALL + 8, su.key[R_RO], &ctx));
 	expect_err(wait_comp(&ctx), FI_EINVAL, "read past the end");
+	/* large ones (one CMA request, or chunks checked whole at the first) */
+	static uint8_t big[1u << 20];
+	fill(big, sizeof(big), 79);
+	POST(fi_write(me.ep, big, sizeof(big), NULL, tgt,
+		      su.base[R_BIG] + BIG + BIG_PAD - sizeof(big) / 2, su.key[R_BIG], &ctx));
+	expect_err(wait_comp(&ctx), FI_EINVAL, "large write straddling the end");
+	POST(fi_read(me.ep, big, sizeof(big), NULL, tgt,
+		     su.base[R_BIG] + BIG + BIG_PAD - sizeof(big) + 1, su.key[R_BIG], &ctx));
+	expect_err(wait_comp(&ctx), FI_EINVAL, "large read straddling the end");
 	if (virt) {
 		POST(fi_write(me.ep, src, 8, NULL, tgt, su.base[R_WO] - 8, su.key[R_WO], &ctx));
 		expect_err(wait_comp(&ctx), FI_EINVAL, "write below the start");

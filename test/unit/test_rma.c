@@ -427,8 +427,11 @@ static void test_rma_fence(void **state)
 	struct fid_mr *mr;
 	size_t len = 4u << 20;
 	uint8_t *tgt = calloc(1, len), *src = malloc(len), *dst = calloc(1, len);
+	size_t cma = opx_env.rma_cma;
 	int c1, c2;
 
+	/* chunks: a CMA write is served within one progress pass */
+	opx_env.rma_cma = 0;
 	assert_non_null(tgt);
 	assert_non_null(src);
 	assert_non_null(dst);
@@ -451,6 +454,119 @@ static void test_rma_fence(void **state)
 	fi_close(&mr->fid);
 	rma_close(&e);
 	free(tgt);
+	free(src);
+	free(dst);
+	opx_env.rma_cma = cma;
+}
+
+/* What the initiator learnt about CMA with the loopback address. */
+static int rma_cma_state(struct rma_env *e)
+{
+	struct opx_av *av = OPX_CONTAINER_OF(e->av, struct opx_av, av_fid);
+
+	return av->table[e->self].rma_cma;
+}
+
+/* Large reads and writes from FI_OPX_RMA_CMA bytes: one CMA copy by the
+ * target, checked like chunks (data, CQ data, refusals leave memory as it
+ * was), and, where the target may not use CMA, the same operations by
+ * chunks, in posting order. */
+static void test_rma_cma(void **state)
+{
+	(void)state;
+	struct rma_env e;
+	struct fid_mr *mr, *ro;
+	size_t thr = opx_env.rma_cma, len = 1u << 20, cap = 2 * len;
+	uint8_t *tgt = malloc(cap), *ref = malloc(cap), *src = malloc(cap), *dst = malloc(cap);
+	bool rndv_cma = opx_env.rndv_cma;
+	int ctx, ctx2;
+
+	assert_non_null(tgt);
+	assert_non_null(ref);
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_true(thr > opx_env.mtu);
+	for (int refuse = 0; refuse < 2; refuse++) {
+		opx_env.rndv_cma = !refuse; /* the target's switch */
+		rma_open(&e, 0);
+		assert_int_equal(fi_mr_reg(e.domain, tgt, cap, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+					   6, 0, &mr, NULL),
+				 0);
+		assert_int_equal(fi_mr_reg(e.domain, tgt, len, FI_REMOTE_READ, 0, 7, 0, &ro, NULL),
+				 0);
+		assert_int_equal(rma_cma_state(&e), 0);
+		/* around the threshold, contiguous and in pieces */
+		size_t sizes[] = {thr - 1, thr, thr + 1, len + 5};
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			size_t n = sizes[i], off = 1 + i * 5;
+			struct iovec w[3] = {{src, n / 3}, {src + n / 3, n / 3},
+					     {src + 2 * (n / 3), n - 2 * (n / 3)}};
+			struct fi_cq_data_entry rd = {0};
+
+			memset(tgt, 0xee, cap);
+			fill(src, n, (unsigned)i + 30);
+			assert_int_equal(fi_writev(e.ep, w, NULL, 3, e.self, off, 6, &ctx), 0);
+			assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+			assert_memory_equal(tgt + off, src, n);
+			assert_int_equal(tgt[off - 1], 0xee);
+			assert_int_equal(tgt[off + n], 0xee);
+			memset(dst, 0, cap);
+			assert_int_equal(fi_read(e.ep, dst, n, NULL, e.self, off, 6, &ctx), 0);
+			assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+			assert_memory_equal(dst, src, n);
+			assert_int_equal(dst[n], 0);
+			fill(src, n, (unsigned)i + 60);
+			assert_int_equal(fi_writedata(e.ep, src, n, NULL, 0x5150 + i, e.self, off, 6,
+						      &ctx),
+					 0);
+			assert_int_equal(rma_wait(&e, &ctx, &rd), 0);
+			for (int k = 0; k < 1000 && !rd.flags; k++) {
+				if (fi_cq_read(e.cq, &rd, 1) != 1)
+					rd.flags = 0;
+			}
+			assert_true(rd.flags & FI_REMOTE_CQ_DATA);
+			assert_int_equal(rd.data, 0x5150 + i);
+			assert_int_equal(rd.len, n);
+			assert_memory_equal(tgt + off, src, n);
+		}
+		/* the first large operation told the initiator which way works */
+		assert_int_equal(rma_cma_state(&e), refuse ? -1 : 1);
+
+		/* refused: out of range, read-only, bad key; memory unchanged */
+		fill(tgt, cap, 77);
+		memcpy(ref, tgt, cap);
+		fill(src, cap, 78);
+		assert_int_equal(fi_write(e.ep, src, len, NULL, e.self, len + 1, 6, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EINVAL);
+		assert_int_equal(fi_write(e.ep, src, len, NULL, e.self, 0, 7, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EACCES);
+		assert_int_equal(fi_read(e.ep, dst, len, NULL, e.self, 0, 99, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EACCES);
+		assert_memory_equal(tgt, ref, cap);
+		fi_close(&ro->fid);
+		fi_close(&mr->fid);
+		rma_close(&e);
+
+		/* WAW across a fallback: a large write to an untried address
+		 * whose target refuses CMA, then a small one over its start
+		 * posted at once: the small one lands last */
+		rma_open(&e, 0);
+		assert_int_equal(fi_mr_reg(e.domain, tgt, cap, FI_REMOTE_WRITE, 0, 6, 0, &mr, NULL),
+				 0);
+		fill(src, len, 90);
+		memset(dst, 0x5a, 64);
+		assert_int_equal(fi_write(e.ep, src, len, NULL, e.self, 0, 6, &ctx), 0);
+		assert_int_equal(fi_write(e.ep, dst, 64, NULL, e.self, 0, 6, &ctx2), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+		assert_int_equal(rma_wait(&e, &ctx2, NULL), 0);
+		assert_memory_equal(tgt, dst, 64);
+		assert_memory_equal(tgt + 64, src + 64, len - 64);
+		fi_close(&mr->fid);
+		rma_close(&e);
+	}
+	opx_env.rndv_cma = rndv_cma;
+	free(tgt);
+	free(ref);
 	free(src);
 	free(dst);
 }
@@ -559,6 +675,7 @@ int main(void)
 		cmocka_unit_test(test_rma_many),
 		cmocka_unit_test(test_rma_event),
 		cmocka_unit_test(test_rma_fence),
+		cmocka_unit_test(test_rma_cma),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
