@@ -571,6 +571,74 @@ static void test_rma_cma(void **state)
 	free(dst);
 }
 
+/* Forged CMA requests (a hostile peer's packets into the target's
+ * context): a payload of the wrong size, no or too many pieces, pieces
+ * that do not add up to the length or would wrap the sum.  Each is
+ * dropped and counted (so is the error answer that reaches us as the
+ * forged source), and the region is left as it was. */
+static void test_rma_cma_forged(void **state)
+{
+	(void)state;
+	struct rma_env e;
+	struct fid_mr *mr;
+	struct shim_peer *peer;
+	static uint8_t tgt[1 << 16], ref[1 << 16], src[1 << 16];
+	struct opx_ep *ep;
+	struct opx_fabric *fab;
+
+	rma_open(&e, 0);
+	ep = opx_ep_of(e.ep);
+	fab = OPX_CONTAINER_OF(e.fabric, struct opx_fabric, fabric_fid);
+	assert_int_equal(shim_peer_open(fab->dev, &ep->addr, &peer), 0);
+	assert_int_equal(fi_mr_reg(e.domain, tgt, sizeof(tgt), FI_REMOTE_READ | FI_REMOTE_WRITE,
+				   0, 8, 0, &mr, NULL),
+			 0);
+	fill(tgt, sizeof(tgt), 40);
+	memcpy(ref, tgt, sizeof(tgt));
+	fill(src, sizeof(src), 41);
+	enum { PAYLEN, NONE, MANY, SUM, WRAP, NCASES };
+	for (int c = 0; c < NCASES; c++) {
+		struct opx_rma_cma_req q = {.len = sizeof(src), .iov_count = 1};
+		uint32_t paylen = sizeof(q);
+		struct shim_pio_resv r = {0};
+		struct shim_rhq_entry *ent;
+		uint64_t before = opx_ep_drops(ep, OPX_DROP_RNDV);
+
+		q.iov_base[0] = (uintptr_t)src;
+		q.iov_len[0] = sizeof(src);
+		switch (c) {
+		case PAYLEN: paylen = 8; break;
+		case NONE: q.iov_count = 0; break;
+		case MANY: q.iov_count = OPX_IOV_LIMIT + 1; break;
+		case SUM: q.iov_len[0] = sizeof(src) + 4096; break; /* reads past src */
+		default:
+			q.iov_count = 2;
+			q.iov_base[1] = (uintptr_t)src;
+			q.iov_len[0] = sizeof(src) / 2;
+			q.iov_len[1] = UINT64_MAX - sizeof(src) / 2 + 1; /* sum wraps to 0 */
+			break;
+		}
+		assert_int_equal(shim_pio_reserve(peer, 1, paylen, &r), 0);
+		memcpy(r.egr, &q, paylen);
+		ent = shim_pio_entry(peer, &r, 0);
+		opx_hdr_init(&ent->hdr, ep, peer, OPX_OP_RMA_WRITE, OPX_PF_CMA, paylen,
+			     (uint32_t)sizeof(src), 0, 0);
+		ent->hdr.p.u64[0] = 8;
+		ent->hdr.p.u64[1] = 12345 | (1ULL << 63);
+		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+		for (int k = 0; k < 10; k++)
+			(void)fi_cq_read(e.cq, NULL, 0);
+		/* the request, then the answer to it that nobody asked for */
+		if (opx_ep_drops(ep, OPX_DROP_RNDV) < before + 2)
+			fail_msg("forged CMA request %d was not dropped", c);
+		if (memcmp(tgt, ref, sizeof(tgt)))
+			fail_msg("forged CMA request %d changed the region", c);
+	}
+	fi_close(&mr->fid);
+	shim_peer_close(peer);
+	rma_close(&e);
+}
+
 /* FI_RMA_EVENT: remote counters on the endpoint and on a region. */
 static void test_rma_event(void **state)
 {
@@ -676,6 +744,7 @@ int main(void)
 		cmocka_unit_test(test_rma_event),
 		cmocka_unit_test(test_rma_fence),
 		cmocka_unit_test(test_rma_cma),
+		cmocka_unit_test(test_rma_cma_forged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
