@@ -229,7 +229,7 @@ static uint64_t ndata;
 static void sweep(void)
 {
 	static const size_t base_sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65};
-	static const size_t pts[] = {4096, 8192, 16384, 65536, 262144, 1u << 20, 16u << 20};
+	static const size_t pts[] = {4096, 8192, 16384, 65536, 131072, 262144, 1u << 20, 16u << 20};
 	size_t sizes[64], ns = 0;
 	uint8_t *src = malloc(BIG + BIG_PAD), *dst = malloc(BIG + BIG_PAD);
 	int ctx;
