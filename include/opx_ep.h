@@ -67,7 +67,10 @@ enum opx_opcode {
 /* One-sided request: the data moves by Cross Memory Attach (payload: struct
  * opx_rma_cma_req); on a reply: the target could not, send it by chunks. */
 #define OPX_PF_CMA 0x08u
-#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA | OPX_PF_CSUM | OPX_PF_CMA)
+/* With OPX_PF_CMA, a CMA write's second step (opx_rma.h): on a reply, the
+ * region's pieces the initiator may now write; on an RMA_WRITE, "written". */
+#define OPX_PF_GRANT 0x10u
+#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA | OPX_PF_CSUM | OPX_PF_CMA | OPX_PF_GRANT)
 
 /* Why a received packet was dropped.  Every drop is counted per endpoint
  * (opx_ep_drops) and the first of each reason is logged at warn level;

@@ -89,7 +89,16 @@ struct opx_rma_state {
 	uint32_t inflight;   /* chunks sent, not answered */
 	struct opx_list queue;
 	struct opx_list replies;
-	struct opx_rma_op *cma_probe; /* CMA to an untried address: the rest waits */
+	/* A CMA operation the rest waits for: a probe (the first to an
+	 * address), or a write until it is written and the target told. */
+	struct opx_rma_op *cma_hold;
+	struct {             /* the "written" packet of a CMA write, if it found no credits */
+		bool pending;
+		struct shim_peer *peer;
+		uint64_t addr, key, data, cookie;
+		uint32_t len;
+		uint8_t pflags;
+	} written;
 	uint8_t *scratch;    /* atomic results, one MTU */
 };
 
@@ -136,7 +145,8 @@ void opx_rma_fini(struct opx_ep *ep)
 
 static void opx_rma_update_busy(struct opx_ep *ep, struct opx_rma_state *st)
 {
-	ep->rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies);
+	ep->rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies) ||
+		       st->written.pending;
 }
 
 static inline uint32_t opx_rma_cookie(const struct opx_rma_state *st, const struct opx_rma_op *op)
@@ -203,7 +213,8 @@ static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
 
 /* Send the one request of a CMA operation (opx_rma.h).  While no CMA
  * operation to that address has worked yet, it is a probe: later
- * operations wait for its answer, which may send it back to chunks. */
+ * operations wait for its answer, which may send it back to chunks; a
+ * write holds them until it is written. */
 static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
 {
 	struct shim_peer *peer = op->peer;
@@ -239,8 +250,28 @@ static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct 
 	op->sent = 1;
 	st->inflight++;
 	ent = opx_rma_entry(ep, op->dest);
-	if (!ent || ent->rma_cma <= 0)
-		st->cma_probe = op;
+	if (!ent || ent->rma_cma <= 0 || op->type == OPX_RT_WRITE)
+		st->cma_hold = op;
+	return 0;
+}
+
+/* The "written" packet of a CMA write (opx_rma.h); 0 or -EAGAIN. */
+static int opx_rma_written_try(struct opx_ep *ep, struct opx_rma_state *st)
+{
+	struct shim_peer *peer = st->written.peer;
+	struct shim_pio_resv r;
+	struct shim_rhq_entry *e;
+	int rc = shim_pio_reserve(peer, 1, 0, &r);
+
+	if (rc)
+		return rc;
+	e = shim_pio_entry(peer, &r, 0);
+	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_WRITE, st->written.pflags, 0, st->written.len,
+		     st->written.addr, st->written.data);
+	e->hdr.p.u64[0] = st->written.key;
+	e->hdr.p.u64[1] = st->written.cookie;
+	shim_pio_publish(peer, &r, 0, 0);
+	st->written.pending = false;
 	return 0;
 }
 
@@ -257,7 +288,7 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 	};
 	struct shim_peer *peer = op->peer;
 
-	if (st->cma_probe)
+	if (st->cma_hold || st->written.pending)
 		return -EAGAIN;
 	if (op->cma)
 		return opx_rma_push_cma(ep, st, op);
@@ -604,11 +635,24 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 		goto bad;
 	status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, q.len,
 				       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc, &mr);
+	if (!status && write && opx_env.rndv_cma && opx_env.rma_cma) {
+		/* the initiator writes: tell it where */
+		struct opx_rma_grant g = {.iov_count = (uint32_t)nloc};
+		struct iovec v = {.iov_base = &g, .iov_len = sizeof(g)};
+
+		for (size_t i = 0; i < nloc; i++) {
+			g.iov_base[i] = (uintptr_t)loc[i].iov_base;
+			g.iov_len[i] = loc[i].iov_len;
+		}
+		opx_rma_reply_flags(ep, st, peer, h->p.u64[1], 0, OPX_PF_CMA | OPX_PF_GRANT, &v, 1,
+				    sizeof(g));
+		return;
+	}
 	if (!status) {
 		ssize_t n = -EPERM;
 
 		if (opx_env.rndv_cma && opx_env.rma_cma)
-			n = opx_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, !write);
+			n = opx_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, true);
 		if (n == -EPERM || n == -ENOSYS) {
 			opx_rma_reply_flags(ep, st, peer, h->p.u64[1], 0, OPX_PF_CMA, NULL, 0, 0);
 			return;
@@ -618,8 +662,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 		if (n != (ssize_t)q.len)
 			status = -FI_EIO;
 		else
-			opx_rma_target_event(ep, h, FI_RMA, write ? FI_REMOTE_WRITE : FI_REMOTE_READ,
-					     q.len, mr);
+			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_READ, q.len, mr);
 	}
 	opx_rma_reply(ep, st, peer, h->p.u64[1], (uint64_t)-status, NULL, 0, 0);
 	return;
@@ -681,6 +724,17 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		return 0;
 	}
 
+	if ((h->flags & OPX_PF_GRANT) && h->opcode == OPX_OP_RMA_WRITE) {
+		/* a CMA write was written: its remote CQ data and counters */
+		if (h->paylen || !(h->p.u64[1] & OPX_RMA_LAST) ||
+		    opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->msgid,
+					  FI_REMOTE_WRITE, loc, &nloc, &mr)) {
+			opx_rx_drop(ep, "CMA write notice for no writable region");
+			return 0;
+		}
+		opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_WRITE, h->msgid, mr);
+		return 0;
+	}
 	if ((h->flags & OPX_PF_CMA) && h->opcode != OPX_OP_ATOMIC) {
 		opx_rma_rx_cma(ep, st, peer, h, pay);
 		return 0;
@@ -766,6 +820,52 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 /* ---------------------------------------------------------------------
  * Initiator: a reply.
  */
+/* A CMA write was granted: check the region's pieces add up to the
+ * length, write into them, and tell the target.  Returns 0, a positive
+ * FI_E* for the completion, or -EPERM when the kernel refused CMA (the
+ * operation goes back to chunks). */
+static int opx_rma_write_granted(struct opx_ep *ep, struct opx_rma_state *st,
+				 struct opx_rma_op *op, const struct shim_pkt_hdr *h,
+				 const uint8_t *pay)
+{
+	struct iovec loc[OPX_IOV_LIMIT], rem[OPX_IOV_LIMIT];
+	struct opx_rma_grant g;
+	uint64_t sum = 0;
+	ssize_t n;
+
+	if (op->type != OPX_RT_WRITE || h->paylen != sizeof(g))
+		return FI_EIO;
+	memcpy(&g, pay, sizeof(g));
+	if (!g.iov_count || g.iov_count > OPX_IOV_LIMIT)
+		return FI_EIO;
+	for (uint32_t i = 0; i < g.iov_count; i++) {
+		if (g.iov_len[i] > op->len)
+			return FI_EIO;
+		sum += g.iov_len[i];
+		rem[i].iov_base = (void *)(uintptr_t)g.iov_base[i];
+		rem[i].iov_len = g.iov_len[i];
+	}
+	if (sum != op->len)
+		return FI_EIO;
+	memcpy(loc, op->iov, op->cnt * sizeof(loc[0]));
+	n = opx_cma_peer(op->peer, loc, op->cnt, rem, g.iov_count, op->len, true);
+	if (n == -EPERM || n == -ENOSYS)
+		return -EPERM;
+	if (n != (ssize_t)op->len)
+		return FI_EIO;
+	st->written.pending = true;
+	st->written.peer = op->peer;
+	st->written.addr = op->addr;
+	st->written.key = op->key;
+	st->written.data = op->data;
+	st->written.len = (uint32_t)op->len;
+	st->written.cookie = opx_rma_cookie(st, op) | OPX_RMA_LAST;
+	st->written.pflags = OPX_PF_CMA | OPX_PF_GRANT |
+			     ((op->flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
+	if (opx_rma_written_try(ep, st))
+		ep->rma_busy = true; /* sent from progress; the rest waits for it */
+	return 0;
+}
 static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct opx_rma_state *st = ep->rma;
@@ -787,11 +887,13 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 	if (op->cma) {
 		struct opx_av_entry *ent = opx_rma_entry(ep, op->dest);
 
-		if (st->cma_probe == op)
-			st->cma_probe = NULL;
+		if (st->cma_hold == op)
+			st->cma_hold = NULL;
 		if (!opx_list_empty(&st->queue))
 			ep->rma_busy = true;
-		if (h->flags & OPX_PF_CMA) {
+		if ((h->flags & OPX_PF_GRANT) && !status)
+			status = opx_rma_write_granted(ep, st, op, h, pay);
+		if (status == -EPERM || (h->flags & (OPX_PF_CMA | OPX_PF_GRANT)) == OPX_PF_CMA) {
 			/* the target may not use CMA with us: chunks, first in line */
 			if (ent)
 				ent->rma_cma = -1;
@@ -848,6 +950,8 @@ void opx_rma_progress(struct opx_ep *ep)
 		return;
 	}
 	opx_rma_flush_replies(ep, st);
+	if (st->written.pending)
+		(void)opx_rma_written_try(ep, st);
 	opx_rma_push_queue(ep, st);
 	opx_rma_update_busy(ep, st);
 }
