@@ -52,14 +52,15 @@ struct shim_dev {
 	_Atomic uint64_t names_squatted; /* names skipped: owned by another uid */
 };
 
-/* A hole at the consumer's head: how long it has been there (shim_claim.c).
- * The consumer asks the claim table only after SHIM_HOLE_GRACE_NS, then
- * again every SHIM_HOLE_RECHECK_NS while the hole stays. */
+/* The consumer's head standing still: since when (shim_claim.c).  Only
+ * once it has not moved for SHIM_HOLE_GRACE_NS does the consumer read the
+ * producers' tail (a line every send writes) and, if the head is a hole,
+ * ask the claim table; then again every SHIM_HOLE_RECHECK_NS. */
 #define SHIM_HOLE_GRACE_NS 20000000ull   /* 20 ms */
 #define SHIM_HOLE_RECHECK_NS 10000000ull /* 10 ms */
 struct shim_hole {
 	bool armed;
-	uint32_t pos;       /* the head position that was unpublished */
+	uint32_t pos;       /* the head position that stood still */
 	uint64_t next_ns;   /* CLOCK_MONOTONIC time of the next look */
 	uint64_t waits;     /* looks that found a live claimant (statistics) */
 	uint64_t unowned;   /* looks that found no claim at all (statistics) */
