@@ -336,8 +336,28 @@ static int tl_child_xchg(void)
 	return 0;
 }
 
+/* Item 20: the oversubscription defaults, as TL_EXPECT="spin split
+ * oversubscribed" says they must come out. */
+static int tl_child_oversub(void)
+{
+	const char *want = getenv("TL_EXPECT");
+	int spin, over;
+	size_t split;
+
+	fx_prov();
+	if (!want || sscanf(want, "%d %zu %d", &spin, &split, &over) != 3)
+		TL_FAIL(2, "TL_EXPECT missing\n");
+	if (opx_env.spin_count != spin || opx_env.rndv_split != split ||
+	    opx_env.oversubscribed != (over != 0))
+		TL_FAIL(3, "spin %d split %zu oversubscribed %d, expected %s\n", opx_env.spin_count,
+			opx_env.rndv_split, opx_env.oversubscribed, want);
+	return 0;
+}
+
 static int tl_child(const char *mode)
 {
+	if (!strcmp(mode, "oversub"))
+		return tl_child_oversub();
 	if (!strcmp(mode, "inject"))
 		return tl_child_inject();
 	if (!strcmp(mode, "params"))
@@ -404,6 +424,33 @@ static void test_params_documented_max(void **state)
 	}
 	fi_freeparams(params);
 	assert_true(found);
+}
+
+/* Item 20: more ranks than CPUs (as the launcher says) lower the spin
+ * count and turn the split copy off, unless the user set them; one rank
+ * per CPU, or a launcher variable that does not parse, changes nothing. */
+static void test_params_oversub(void **state)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	char over[64], fit[64], hydra[64];
+	const char *c_over[] = {over, "TL_EXPECT=200 0 1", NULL};
+	const char *c_fit[] = {fit, "TL_EXPECT=1000 65536 0", NULL};
+	const char *c_set[] = {hydra, "FI_OPX_SPIN_COUNT=7", "TL_EXPECT=7 0 1", NULL};
+	const char *c_split[] = {over, "FI_OPX_RNDV_SPLIT=4096", "TL_EXPECT=200 4096 1", NULL};
+	const char *c_junk[] = {"OMPI_COMM_WORLD_LOCAL_SIZE=lots", "TL_EXPECT=1000 65536 0", NULL};
+	const char *const *cases[] = {c_over, c_fit, c_set, c_split, c_junk};
+
+	(void)state;
+	assert_true(cpus > 0);
+	snprintf(over, sizeof(over), "OMPI_COMM_WORLD_LOCAL_SIZE=%ld", cpus + 1);
+	snprintf(fit, sizeof(fit), "OMPI_COMM_WORLD_LOCAL_SIZE=%ld", cpus);
+	snprintf(hydra, sizeof(hydra), "MPI_LOCALNRANKS=%ld", 4 * cpus);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = tl_run_child("oversub", cases[i], 30000);
+
+		if (rc)
+			fail_msg("with %s %s: child exit %d", cases[i][0], cases[i][1], rc);
+	}
 }
 
 /* Item 17: the two children, wired with pipes. */
@@ -668,6 +715,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_inject_clamped),
 		cmocka_unit_test(test_params_bad_values),
 		cmocka_unit_test(test_params_documented_max),
+		cmocka_unit_test(test_params_oversub),
 		cmocka_unit_test(test_mixed_settings),
 		cmocka_unit_test_setup_teardown(test_iov_wrap, fx_setup, fx_teardown),
 		cmocka_unit_test(test_cq_full_receiver),
