@@ -95,11 +95,8 @@ struct opx_params {
 	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 	char *stats;          /* FI_OPX_STATS: "stderr" or a path pattern (opx_stats.c), NULL: off */
-	bool oversubscribed;  /* more local ranks than CPUs (opx_oversubscribed) */
+	bool oversubscribed;  /* the launcher put more ranks here than CPUs are online */
 };
-/* Whether the launcher starts more ranks on this host than it has online
- * CPUs; ranks is 0 when no launcher says (opx_init.c). */
-bool opx_oversubscribed(long *ranks, long *cpus);
 extern struct opx_params opx_env;
 
 /* Where the job key came from, in order of precedence.  Peers must share

@@ -381,22 +381,15 @@ static long opx_local_ranks(void)
 	return 0;
 }
 
-bool opx_oversubscribed(long *ranks, long *cpus)
-{
-	*ranks = opx_local_ranks();
-	*cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	return *ranks > 0 && *cpus > 0 && *ranks > *cpus;
-}
-
 /* More ranks than CPUs: a waiting rank should give its CPU away soon, and
  * a rendezvous should not need both processes running at once (the split
  * copy does).  Only the defaults change: FI_OPX_SPIN_COUNT and
  * FI_OPX_RNDV_SPLIT, when set, win. */
 static void opx_params_oversub(struct opx_params *p)
 {
-	long ranks, cpus;
+	long ranks = opx_local_ranks(), cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
-	p->oversubscribed = opx_oversubscribed(&ranks, &cpus);
+	p->oversubscribed = ranks > 0 && cpus > 0 && ranks > cpus;
 	if (!p->oversubscribed)
 		return;
 	p->spin_count = OPX_OVERSUB_SPIN_COUNT;
