@@ -379,6 +379,7 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->dev = dev;
 	ctx->sock_fd = -1;
 	ctx->seg_fd = -1;
+	ctx->wait_fd = -1;
 	ctx->owner = getpid();
 	ret = shim_tid_table_create(ctx);
 	if (ret)
@@ -462,6 +463,7 @@ void shim_ctx_close(struct shim_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	shim_udp_close(ctx);
 	/* Only the creating process retires the context: a forked child
 	 * closing its inherited copy must not pull it from under the
 	 * parent (nor drop the lock: the parent's descriptor still holds
@@ -500,19 +502,20 @@ void shim_ctx_addr(const struct shim_ctx *ctx, struct shim_addr *addr)
 		return;
 	memset(addr, 0, sizeof(*addr));
 	addr->host_id = ctx->dev->host_id;
-	addr->ipv4 = 0;
-	addr->udp_port = 0;
 	addr->lid = ctx->rx.lid;
 	addr->ctx = ctx->rx.ctx;
 	addr->unit = ctx->rx.unit;
 	addr->nonce = ctx->nonce;
 	addr->uid = (uint32_t)geteuid();
 	addr->pid = (uint32_t)getpid();
+	shim_udp_addr_fill(ctx, addr);
 }
 
 int shim_ctx_wait_fd(const struct shim_ctx *ctx)
 {
-	return ctx ? ctx->sock_fd : -EINVAL;
+	if (!ctx)
+		return -EINVAL;
+	return ctx->wait_fd >= 0 ? ctx->wait_fd : ctx->sock_fd;
 }
 
 int shim_ctx_sleep_arm(struct shim_ctx *ctx)

@@ -50,6 +50,10 @@ struct shim_dev {
 	 * names in all instead of O(n^2). */
 	_Atomic uint32_t ctx_next[SHIM_MAX_UNITS];
 	_Atomic uint64_t names_squatted; /* names skipped: owned by another uid */
+	/* The udp wire: peers on other hosts are opened on the socket of the
+	 * first context that bound one (shim_udp.c); under the provider's
+	 * domain lock like every peer. */
+	struct shim_ctx *udp_home;
 };
 
 /* The consumer's head standing still: since when (shim_claim.c).  Only
@@ -83,7 +87,24 @@ struct shim_ctx {
 	char name[SHIM_NAME_MAX]; /* shm segment name */
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */
+	struct shim_udp *udp;       /* the udp wire, NULL when none (shim_udp.c) */
+	int wait_fd;                /* epoll of sock_fd and the udp socket, -1: sock_fd */
 };
+
+/* The udp wire of a context, and a udp peer (shim_udp.c). */
+struct shim_udp;
+struct shim_udp_link;
+struct shim_peer_priv;
+void shim_udp_close(struct shim_ctx *ctx);
+int shim_udp_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
+		       struct shim_peer **peerp);
+void shim_udp_peer_put(struct shim_peer_priv *pp);
+bool shim_udp_peer_alive(const struct shim_peer_priv *pp);
+void shim_udp_kick(struct shim_peer_priv *pp); /* publish hook: transmit */
+void shim_udp_addr_fill(const struct shim_ctx *ctx, struct shim_addr *addr);
+/* A peer on this host's shm wire, whatever the wire setting. */
+int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
+		       struct shim_peer **peerp);
 
 /* Expected receive table of a context, private to the owning process
  * (shim_tid.c).  Created and destroyed with the context; destroy is safe
@@ -91,6 +112,10 @@ struct shim_ctx {
 struct shim_tid_table;
 int shim_tid_table_create(struct shim_ctx *ctx);
 void shim_tid_table_destroy(struct shim_ctx *ctx);
+/* The udp wire places a TID payload straight from its datagram; the
+ * SHIM_RHF_PLACED entry that follows claims the bytes (shim_ctx_tid_place). */
+int shim_tid_place_wire(struct shim_ctx *ctx, uint32_t handle, uint64_t off, const void *src,
+			uint32_t len);
 
 /* SDMA descriptor states and events (shim_sdma.c holds the transition
  * table and its reasoning).  Here so unit tests can drive the state
@@ -150,6 +175,7 @@ struct shim_peer_priv {
 	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
 	int owner_pidfd;      /* a pidfd of that very process, -1 where unavailable */
 	_Atomic uint64_t owner_seen_ns; /* CLOCK_MONOTONIC of the last check that found it */
+	struct shim_udp_link *link;     /* udp peers: the flow (shim_udp.c) */
 };
 
 /* Trust on a shared host (shim_trust.c).  Everything opx opens in

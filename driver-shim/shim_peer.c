@@ -152,6 +152,16 @@ int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
 
 int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp)
 {
+	if (!dev || !addr || !peerp)
+		return -EINVAL;
+	if (addr->host_id != dev->host_id || dev->params.wire == SHIM_WIRE_UDP)
+		return shim_udp_peer_open(dev, addr, peerp);
+	return shim_peer_open_shm(dev, addr, peerp);
+}
+
+int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
+		       struct shim_peer **peerp)
+{
 	char name[SHIM_NAME_MAX];
 	struct shim_peer_priv *pp;
 	struct shim_rcv_ctl *ctl;
@@ -163,7 +173,7 @@ int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct sh
 	if (!dev || !addr || !peerp)
 		return -EINVAL;
 	if (addr->host_id != dev->host_id)
-		return -EHOSTUNREACH; /* the udp wire will take these */
+		return -EHOSTUNREACH;
 	if (addr->unit >= SHIM_MAX_UNITS || addr->ctx >= SHIM_MAX_CTXTS)
 		return -EINVAL;
 	if (addr->uid != (uint32_t)geteuid())
@@ -255,6 +265,10 @@ void shim_peer_close(struct shim_peer *peer)
 	if (atomic_fetch_sub_explicit(&peer->refcnt, 1, memory_order_acq_rel) > 1)
 		return;
 	pp = (struct shim_peer_priv *)peer;
+	if (pp->link) {
+		shim_udp_peer_put(pp);
+		return;
+	}
 	shim_claim_unregister(pp); /* closes seg_fd */
 	if (pp->owner_pidfd >= 0)
 		close(pp->owner_pidfd);
@@ -276,6 +290,8 @@ bool shim_peer_alive(const struct shim_peer *peer)
 
 	if (!peer)
 		return false;
+	if (pp->link)
+		return shim_udp_peer_alive(pp);
 	ctl = peer->ctl;
 	/* a context closed by its owner will never be drained again */
 	if (!atomic_load_explicit(&ctl->ready, memory_order_acquire))
@@ -332,6 +348,10 @@ void shim_peer_wake(struct shim_peer *peer)
 
 	if (!peer)
 		return;
+	if (pp->link) {
+		shim_udp_kick(pp); /* the udp wire transmits what was published */
+		return;
+	}
 	/* Best effort: a full socket already holds a wake-up (EAGAIN), a
 	 * vanished owner cannot be woken (ECONNREFUSED, ENOENT). */
 	(void)sendto(pp->dev->wake_fd, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL,

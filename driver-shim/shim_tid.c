@@ -68,6 +68,7 @@ struct shim_tid_ent {
 	size_t len;
 	uint64_t stamp;  /* last register or release: diagnostics */
 	uint32_t refcnt;
+	uint32_t wire_placed; /* bytes the udp wire placed, not yet claimed by an entry */
 	uint16_t gen;
 	uint8_t state;
 	uint8_t rsvd;
@@ -312,6 +313,7 @@ int shim_tid_register(struct shim_ctx *ctx, void *buf, size_t len, uint32_t *han
 	e->vaddr = va;
 	e->len = len;
 	e->refcnt = 1;
+	e->wire_placed = 0;
 	e->state = SHIM_TID_CACHED;
 	e->stamp = ++t->clock;
 	t->map[s] = (uint16_t)(idx + 1);
@@ -404,7 +406,7 @@ void shim_tid_stats(const struct shim_ctx *ctx, struct shim_tid_stats *st)
 int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 {
 	struct shim_rhq_entry view;
-	const struct shim_tid_ent *te;
+	struct shim_tid_ent *te;
 	const uint8_t *src;
 	uint32_t rhf, paylen, handle;
 	uint64_t off;
@@ -419,11 +421,20 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 	off = e->hdr.p.u64[1];
 	if (!(rhf & SHIM_RHF_TID))
 		return -EINVAL;
-	/* p carries the handle and offset, so there is no inline payload */
-	if (!(rhf & SHIM_RHF_EGR) && paylen)
-		return -EINVAL;
 	te = shim_tid_lookup(ctx->tid, handle);
 	if (!te)
+		return -EINVAL;
+	/* Placed by the udp wire already: the entry only reports it, and
+	 * only bytes this process's own wire placed count (a forged entry in
+	 * the shared ring cannot claim bytes that never arrived). */
+	if (!(rhf & SHIM_RHF_EGR) && (rhf & SHIM_RHF_PLACED)) {
+		if (paylen > te->wire_placed)
+			return -EINVAL;
+		te->wire_placed -= paylen;
+		return 0;
+	}
+	/* p carries the handle and offset, so there is no inline payload */
+	if (!(rhf & SHIM_RHF_EGR) && paylen)
 		return -EINVAL;
 	if (off > te->len || paylen > te->len - off)
 		return -EINVAL;
@@ -436,5 +447,20 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 	if (!src)
 		return -EINVAL;
 	memcpy((uint8_t *)te->vaddr + off, src, paylen);
+	return 0;
+}
+
+int shim_tid_place_wire(struct shim_ctx *ctx, uint32_t handle, uint64_t off, const void *src,
+			uint32_t len)
+{
+	struct shim_tid_ent *te;
+
+	if (!ctx || !ctx->tid)
+		return -EINVAL;
+	te = shim_tid_lookup(ctx->tid, handle);
+	if (!te || off > te->len || len > te->len - off || te->wire_placed + (uint64_t)len > UINT32_MAX)
+		return -EINVAL;
+	memcpy((uint8_t *)te->vaddr + off, src, len);
+	te->wire_placed += len;
 	return 0;
 }

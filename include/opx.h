@@ -96,6 +96,10 @@ struct opx_params {
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 	char *stats;          /* FI_OPX_STATS: "stderr" or a path pattern (opx_stats.c), NULL: off */
 	bool oversubscribed;  /* the launcher put more ranks here than CPUs are online */
+	int wire;             /* FI_OPX_WIRE: SHIM_WIRE_AUTO, _SHM or _UDP */
+	char *iface;          /* FI_OPX_IFACE: interface of the udp wire, NULL: first up */
+	int peer_timeout;     /* FI_OPX_PEER_TIMEOUT: seconds without an ack before a peer is dead */
+	struct shim_fault fault; /* FI_OPX_FAULT_*: udp fault injection (tests) */
 };
 extern struct opx_params opx_env;
 
@@ -244,6 +248,9 @@ int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr);
 /* The receiver at addr is known, or now found, dead (slow path: may map
  * the peer and read /proc; at most once per liveness round, nonzero). */
 bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round);
+/* The udp wire learned a peer's full address (its first datagram): an
+ * entry inserted as host and port only now names it (reverse map too). */
+void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr);
 /* Source of a packet as fi_addr_t, FI_ADDR_NOTAVAIL when not in the AV. */
 fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sctx);
 

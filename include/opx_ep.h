@@ -293,7 +293,20 @@ struct opx_ep {
 	uint32_t rx_eager_max;        /* largest eager message we accept (advertised) */
 	bool rx_csum;                 /* FI_OPX_CHECKSUM: eager packets must be sealed */
 	bool armed;
+
+	/* the udp wire's reliability module (opx_rel.c) */
+	bool udp;                     /* the context has a udp socket */
+	struct opx_rel_stats {
+		bool flows;           /* some udp flow exists: poll every time */
+		uint32_t polls;
+		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
+		uint64_t dups, stashed, beyond_window, ring_full, peers_dead;
+	} rel;
 };
+
+/* opx_rel.c: reliability over the udp wire (lock held). */
+void opx_rel_progress(struct opx_ep *ep);
+void opx_rel_fini(struct opx_ep *ep);
 
 /* opx_stats.c: telemetry.  Counting helpers for the data path (lock held). */
 static inline void opx_stats_msg(struct opx_stats_proto *by_proto, uint64_t *hist,

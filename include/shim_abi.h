@@ -145,6 +145,8 @@ static_assert(sizeof(struct shim_pkt_hdr) == 56, "shim_pkt_hdr is 56 bytes");
 					 consumer: no header; when SHIM_RHF_EGR is
 					 set, paylen covers the dead eager blocks */
 #define SHIM_RHF_TID (1u << 30)       /* expected receive: place at a TID offset */
+#define SHIM_RHF_PLACED (1u << 23)    /* with SHIM_RHF_TID, without SHIM_RHF_EGR: the
+					 udp wire placed paylen bytes already */
 #define SHIM_RHF_EGR (1u << 31)
 
 #define SHIM_RHF_EGRIDX(rhf) (((rhf) >> SHIM_RHF_EGRIDX_SHIFT) & SHIM_RHF_EGRIDX_MASK)
@@ -262,6 +264,20 @@ struct shim_unit_info {
 	uint16_t state;    /* 1 = active */
 };
 
+#define SHIM_WIRE_AUTO 0 /* shm to this host's peers, udp to the others */
+#define SHIM_WIRE_SHM 1  /* no udp wire at all */
+#define SHIM_WIRE_UDP 2  /* udp to every peer, this host's too (tests) */
+
+/* Fault injection on the udp wire, rates in parts per million of the
+ * datagrams sent; the same seed gives the same decisions. */
+struct shim_fault {
+	uint32_t drop;
+	uint32_t dup;
+	uint32_t reorder; /* held back and sent after the next datagram */
+	uint32_t corrupt; /* one byte flipped after the CRC was computed */
+	uint64_t seed;
+};
+
 struct shim_dev_params {
 	int num_units;      /* software units to model (default 1) */
 	int force_unit;     /* -1: choose by NUMA locality */
@@ -273,6 +289,13 @@ struct shim_dev_params {
 	/* Optional: receives one line per event a user should hear about
 	 * (squatted names, unsafe directories).  The shim has no logger. */
 	void (*warn)(const char *msg);
+	/* The udp wire (shim_udp.c). */
+	int wire;             /* SHIM_WIRE_AUTO, _SHM (no udp socket) or _UDP (every peer) */
+	char iface[32];       /* interface to bind ("" = first up, not loopback) */
+	/* CRC32C over datagrams; the provider has the fast one.  NULL: a
+	 * plain table implementation in the shim. */
+	uint32_t (*crc32c)(uint32_t crc, const void *buf, size_t len);
+	struct shim_fault fault; /* injected on transmit, udp only */
 };
 
 struct shim_dev;  /* opaque: process-wide device handle */
@@ -315,6 +338,15 @@ struct shim_peer {
 	size_t map_len;
 	_Atomic int refcnt;       /* shim_peer_get() / shim_peer_close() */
 	struct shim_claim *claim; /* our slot in the peer's claim table */
+	/* udp wire only (wire == SHIM_WIRE_UDP): the ring above is a private
+	 * send buffer whose positions are the packet sequence numbers; it
+	 * is also the replay memory (credits return on acknowledgement). */
+	int wire;
+	uint32_t udp_ack;   /* stamped on every datagram to it: the reliability
+			       module's cumulative ack of what it sent us */
+	uint32_t udp_ack_sent; /* the udp_ack last stamped on a datagram */
+	uint32_t udp_epoch; /* changes when the remote restarted (flow reset) */
+	void *rel;          /* the provider's reliability state for the flow */
 };
 
 /* Result of a PIO reservation: npkts consecutive header entries starting
@@ -408,6 +440,103 @@ int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct sh
  * (any loopback address is). */
 uint32_t shim_host_ipv4(void);
 bool shim_host_has_ipv4(uint32_t ipv4);
+
+/* ---------------------------------------------------------------------
+ * The udp wire (shim_udp.c): one UDP socket per receive context, the same
+ * packet format as the shm wire behind a datagram header.  It is not
+ * reliable: it loses, duplicates and reorders, and validates what it
+ * receives (length, magic, CRC32C, job key, destination) before the
+ * provider's reliability module (prov/opx_rel.c) sees it.
+ *
+ * Datagram: struct shim_udp_hdr, then for DATA the 56-byte packet header
+ * and paylen payload bytes when SHIM_RHF_EGR (inline payload rides in the
+ * packet header).  A udp peer's packet sequence numbers are the positions
+ * of its send ring relative to the flow's start (psn 0 = first packet).
+ */
+#define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
+#define SHIM_UDP_VERSION 1u
+#define SHIM_UDP_DATA 1u
+#define SHIM_UDP_ACK 2u  /* ack only */
+#define SHIM_UDP_NACK 3u /* psn: the first packet missing */
+
+struct shim_udp_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t jkey;
+	uint32_t psn;       /* DATA: sequence number; NACK: first missing */
+	uint32_t ack;       /* every type: the reverse flow's psns below it arrived */
+	uint32_t src_nonce; /* sender's receive context (restart detection) */
+	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
+	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only */
+	uint32_t crc;       /* CRC32C of the datagram with this field 0 */
+	uint64_t src_host;  /* sender's host id, lid, ctx, unit: its address */
+	uint16_t src_lid;
+	uint16_t src_ctx;
+	uint16_t src_unit;
+	uint16_t rsvd;
+};
+static_assert(sizeof(struct shim_udp_hdr) == 48, "udp header layout");
+
+/* Payload bytes per udp packet for an interface MTU. */
+#define SHIM_UDP_OVERHEAD (28u + sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
+
+/* A received, validated datagram.  pay points into the shim's receive
+ * buffers and is valid until the next shim_udp_recv() on the context. */
+struct shim_udp_pkt {
+	struct shim_udp_hdr uh;
+	struct shim_rhq_entry e; /* DATA: rhf and packet header (copies) */
+	const uint8_t *pay;      /* DATA with SHIM_RHF_EGR: paylen bytes */
+	struct shim_peer *peer;  /* the flow it belongs to (created on first contact) */
+};
+
+/* Receive-side statistics of a context's udp wire. */
+struct shim_udp_stats {
+	uint64_t rx_datagrams;
+	uint64_t tx_datagrams;
+	uint64_t drop_len;      /* truncated, too short, length mismatch */
+	uint64_t drop_magic;    /* not ours, other version, unknown type */
+	uint64_t drop_crc;      /* corrupted */
+	uint64_t drop_jkey;     /* another job */
+	uint64_t drop_dest;     /* for an earlier context at this port, a stale sender */
+	uint64_t drop_nomem;    /* no flow could be created */
+	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
+	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
+};
+
+/* Bind the context's socket: ipv4 (network order; 0 = the interface the
+ * device chose) and port (network order; 0 = any).  -EADDRINUSE, -errno.
+ * A context without a bound socket has no udp wire (wire shm). */
+int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port);
+bool shim_udp_on(const struct shim_ctx *ctx);
+/* Up to max validated datagrams; 0 when none is waiting. */
+int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max);
+/* Put an in-order DATA packet into the context's own receive ring (a TID
+ * payload is placed at its offset first): 0, -EAGAIN (ring full: keep
+ * it), -EINVAL (bad placement: drop it). */
+int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt);
+/* n consecutive packets of one message in one reservation, so packets of
+ * other flows cannot come between them (multi-packet eager): 0, -EAGAIN,
+ * -EINVAL (not eager data).  *pkts[i] in psn order. */
+int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *pkts, uint32_t n);
+/* An ACK or NACK to the peer (its udp_ack stamped). */
+int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn);
+/* Send the staged packet psn again: 0, -ENOENT when it is not staged. */
+int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
+/* Everything below ack arrived: free it from the send ring (credits). */
+void shim_udp_release(struct shim_peer *peer, uint32_t ack);
+/* Send-ring state: psns below *acked are freed, below *sent transmitted. */
+void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
+/* The peer stopped answering: shim_peer_alive() says false from now on
+ * and nothing more is transmitted to it. */
+void shim_udp_fail(struct shim_peer *peer);
+/* The address the peer told us in its datagrams (lid 0 until it spoke). */
+int shim_udp_peer_addr(const struct shim_peer *peer, struct shim_addr *addr);
+/* Iterate the context's udp flows (NULL starts; NULL at the end). */
+struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev);
+/* Send what fault injection held back. */
+void shim_udp_flush(struct shim_ctx *ctx);
+void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st);
 
 /* Error mapping from the shim's -errno to strings for logs. */
 const char *shim_strerror(int err);

@@ -192,6 +192,22 @@ static bool opx_av_addr_unresolved(const struct shim_addr *a)
 	return a->lid == 0 && a->udp_port != 0;
 }
 
+void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr)
+{
+	for (size_t i = 0; i < av->count; i++) {
+		struct opx_av_entry *e = &av->table[i];
+
+		if (!e->valid || !opx_av_addr_unresolved(&e->addr) || e->addr.ipv4 != addr->ipv4 ||
+		    e->addr.udp_port != addr->udp_port)
+			continue;
+		e->addr = *addr;
+		opx_av_rmap_put(av, opx_av_key(addr->lid, addr->ctx), i);
+		OPX_INFO(FI_LOG_AV, "fi_addr %zu (%s:%u) is lid %u ctx %u\n", i,
+			 inet_ntoa((struct in_addr){.s_addr = addr->ipv4}),
+			 (unsigned)ntohs(addr->udp_port), addr->lid, addr->ctx);
+	}
+}
+
 /* The endpoint serving an unresolved address's port on this host, from
  * the shim's service registry.  -FI_EADDRNOTAVAIL when nothing serves it
  * here (another host waits for the udp wire). */
@@ -201,10 +217,16 @@ static int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct s
 	uint16_t port = ntohs(a->udp_port);
 	int rc;
 
-	if (a->host_id != shim_dev_host_id(dev)) {
-		OPX_WARN(FI_LOG_AV, "insert: %s:%u is not on this host (no udp wire yet)\n",
-			 inet_ntoa((struct in_addr){.s_addr = a->ipv4}), (unsigned)port);
-		return -FI_EADDRNOTAVAIL;
+	if (a->host_id != shim_dev_host_id(dev) || opx_env.wire == SHIM_WIRE_UDP) {
+		/* another host: the udp wire reaches host and port as they are,
+		 * and the first exchange tells the rest (opx_av_learn_locked) */
+		if (opx_env.wire == SHIM_WIRE_SHM) {
+			OPX_WARN(FI_LOG_AV, "insert: %s:%u is not on this host (FI_OPX_WIRE=shm)\n",
+				 inet_ntoa((struct in_addr){.s_addr = a->ipv4}), (unsigned)port);
+			return -FI_EADDRNOTAVAIL;
+		}
+		*out = *a;
+		return 0;
 	}
 	rc = shim_svc_lookup(dev, port, out);
 	if (rc) {
@@ -290,7 +312,7 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 			}
 			a = &resolved;
 		}
-		if (!opx_av_addr_ok(a)) {
+		if (!opx_av_addr_unresolved(a) && !opx_av_addr_ok(a)) {
 			OPX_INFO(FI_LOG_AV, "insert: invalid address lid %u ctx %u unit %u\n",
 				 a->lid, a->ctx, a->unit);
 			if (fi_addr)
@@ -308,7 +330,8 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 		e->checked = 0;
 		e->dead = false;
 		e->valid = true;
-		opx_av_rmap_put(av, opx_av_key(a->lid, a->ctx), idx);
+		if (a->lid) /* else when learned */
+			opx_av_rmap_put(av, opx_av_key(a->lid, a->ctx), idx);
 		if (fi_addr)
 			fi_addr[i] = idx;
 		if (sync_err)

@@ -61,10 +61,10 @@ static void opx_ep_log_open(const struct opx_ep *ep, const struct opx_domain *do
 		return;
 	(void)shim_dev_unit_info(domain->fabric->dev, ep->addr.unit, &ui);
 	OPX_INFO(FI_LOG_EP_CTRL,
-		 "endpoint: unit %u (numa node %d, %s) lid %u ctx %u, wire shm, mtu %zu, "
+		 "endpoint: unit %u (numa node %d, %s) lid %u ctx %u, wire %s, mtu %zu, "
 		 "inject <= %zu, eager <= %u, rendezvous %s%s, job key 0x%04x from %s\n",
 		 ep->addr.unit, ui.numa_node, opx_env.unit >= 0 ? "FI_OPX_UNIT" : "nearest",
-		 ep->addr.lid, ep->addr.ctx, opx_env.mtu, opx_env.inject_size, ep->rx_eager_max,
+		 ep->addr.lid, ep->addr.ctx, ep->udp ? "shm + udp" : "shm", opx_env.mtu, opx_env.inject_size, ep->rx_eager_max,
 		 opx_env.rndv_cma ? "CMA pull" : "SDMA/TID push",
 		 opx_env.rndv_cma && opx_env.rndv_split ? ", split copy from FI_OPX_RNDV_SPLIT" : "",
 		 (unsigned int)opx_env.jkey, opx_jkey_src_name(opx_env.jkey_src));
@@ -103,6 +103,7 @@ static int opx_ep_close(struct fid *fid)
 
 	opx_lock_acquire(&domain->lock);
 	ep->enabled = false;
+	opx_rel_fini(ep);
 	if (ep->av)
 		atomic_fetch_sub(&ep->av->refcnt, 1);
 	opx_match_cleanup(ep);
@@ -125,13 +126,34 @@ static int opx_ep_close(struct fid *fid)
 static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
 {
 	const struct shim_addr *src = info->src_addr;
+	uint32_t ip = 0;
+	uint16_t port = 0;
 	int rc;
 
 	if (!src || info->src_addrlen != sizeof(*src) ||
 	    (info->addr_format != FI_ADDR_OPX && info->addr_format != FI_FORMAT_UNSPEC))
+		src = NULL;
+	if (src) {
+		ip = src->ipv4 && shim_host_has_ipv4(src->ipv4) ? src->ipv4 : 0;
+		port = src->udp_port;
+	}
+	/* The udp wire: the context's socket, on the service port if asked. */
+	rc = shim_udp_open(ep->shim, ip, port);
+	if (!rc) {
+		ep->udp = true;
+		shim_ctx_addr(ep->shim, &ep->addr);
+	} else if (rc != -ENODEV || opx_env.wire != SHIM_WIRE_SHM) {
+		OPX_WARN(FI_LOG_EP_CTRL, "no udp wire (port %u): %s; this host's peers only\n",
+			 (unsigned)ntohs(port), strerror(-rc));
+		if (port && rc == -EADDRINUSE)
+			return -FI_EADDRINUSE;
+	}
+	if (!src)
 		return 0;
-	ep->addr.ipv4 = src->ipv4;
-	ep->addr.udp_port = src->udp_port;
+	if (!ep->udp) {
+		ep->addr.ipv4 = src->ipv4;
+		ep->addr.udp_port = src->udp_port;
+	}
 	if (!src->udp_port)
 		return 0;
 	rc = shim_svc_claim(ep->domain->fabric->dev, ntohs(src->udp_port), &ep->addr);

@@ -44,6 +44,7 @@
  * copy, np 8 neighbour exchange of 64 KiB: 137 against 240 us. */
 #define OPX_OVERSUB_SPIN_COUNT 200
 #define OPX_DEF_SLEEP_MS 10
+#define OPX_DEF_PEER_TIMEOUT 10
 
 /* Bounds: the shim's ring indexes are 32-bit and its hdrq/eager sizes
  * must be powers of two; anything outside would be refused later by
@@ -177,6 +178,34 @@ static void opx_params_define(void)
 			"corruption of the shared rings, is no protection against a hostile "
 			"process of the same user (default: %d)",
 			0);
+	fi_param_define(&opx_prov, "WIRE", FI_PARAM_STRING,
+			"Which wire carries packets: 'auto' (shared memory to this host's "
+			"peers, udp to other hosts and network namespaces), 'shm' (no udp "
+			"socket: one-host jobs only), 'udp' (every peer, this host's too; for "
+			"testing) (default: auto)");
+	fi_param_define(&opx_prov, "IFACE", FI_PARAM_STRING,
+			"Network interface of the udp wire; its IPv4 address goes into the "
+			"endpoint's name and its MTU sizes the datagrams (default: the first "
+			"interface that is up and not loopback, else loopback)");
+	fi_param_define(&opx_prov, "PEER_TIMEOUT", FI_PARAM_INT,
+			"Seconds a udp peer may leave sent packets unacknowledged before it is "
+			"declared dead: its pending operations complete in error and sends to "
+			"it fail (default: %d)",
+			OPX_DEF_PEER_TIMEOUT);
+	fi_param_define(&opx_prov, "FAULT_DROP", FI_PARAM_STRING,
+			"udp wire fault injection, for tests: percentage of datagrams sent that "
+			"are dropped, e.g. 1 or 0.5 (default: 0)");
+	fi_param_define(&opx_prov, "FAULT_DUP", FI_PARAM_STRING,
+			"udp fault injection: percentage of datagrams sent twice (default: 0)");
+	fi_param_define(&opx_prov, "FAULT_REORDER", FI_PARAM_STRING,
+			"udp fault injection: percentage of datagrams held back and sent after "
+			"the next one (default: 0)");
+	fi_param_define(&opx_prov, "FAULT_CORRUPT", FI_PARAM_STRING,
+			"udp fault injection: percentage of datagrams with one byte changed "
+			"after the checksum was computed (default: 0)");
+	fi_param_define(&opx_prov, "FAULT_SEED", FI_PARAM_SIZE_T,
+			"udp fault injection: seed of the decisions; a seed replays the same "
+			"decisions for the same sequence of datagrams (default: 1)");
 	fi_param_define(&opx_prov, "STATS", FI_PARAM_STRING,
 			"Write each endpoint's telemetry when it closes: 'stderr' prints a short "
 			"table, anything else is a file path pattern (%%h host, %%p pid) for one "
@@ -400,6 +429,51 @@ static void opx_params_oversub(struct opx_params *p)
 		 ranks, cpus, OPX_OVERSUB_SPIN_COUNT);
 }
 
+/* A percentage ("1", "0.5") as parts per million; warns and keeps 0 on
+ * anything else. */
+static uint32_t opx_param_ppm(const char *name)
+{
+	char *raw = NULL, *end;
+	double v;
+
+	if (fi_param_get_str(&opx_prov, name, &raw) || !raw || !*raw)
+		return 0;
+	errno = 0;
+	v = strtod(raw, &end);
+	if (errno || end == raw || *end || v < 0 || v > 100) {
+		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=\"%s\" is not a percentage, using 0\n", name, raw);
+		return 0;
+	}
+	return (uint32_t)(v * 10000.0 + 0.5);
+}
+
+static void opx_params_wire(struct opx_params *p)
+{
+	char *w = NULL;
+	size_t seed = 1;
+
+	p->wire = SHIM_WIRE_AUTO;
+	if (!fi_param_get_str(&opx_prov, "WIRE", &w) && w && *w) {
+		if (!strcmp(w, "shm"))
+			p->wire = SHIM_WIRE_SHM;
+		else if (!strcmp(w, "udp"))
+			p->wire = SHIM_WIRE_UDP;
+		else if (strcmp(w, "auto"))
+			OPX_WARN(FI_LOG_CORE, "FI_OPX_WIRE=\"%s\" is not auto, shm or udp: auto\n", w);
+	}
+	p->iface = NULL;
+	if (fi_param_get_str(&opx_prov, "IFACE", &p->iface) || (p->iface && !*p->iface))
+		p->iface = NULL;
+	p->peer_timeout = OPX_DEF_PEER_TIMEOUT;
+	opx_param_int("PEER_TIMEOUT", &p->peer_timeout, 1, 3600);
+	p->fault.drop = opx_param_ppm("FAULT_DROP");
+	p->fault.dup = opx_param_ppm("FAULT_DUP");
+	p->fault.reorder = opx_param_ppm("FAULT_REORDER");
+	p->fault.corrupt = opx_param_ppm("FAULT_CORRUPT");
+	opx_param_size("FAULT_SEED", &seed, 1, SIZE_MAX, false);
+	p->fault.seed = seed;
+}
+
 static void opx_params_load(void)
 {
 	struct opx_params *p = &opx_env;
@@ -451,6 +525,7 @@ static void opx_params_load(void)
 	if (fi_param_get_str(&opx_prov, "STATS", &p->stats) || (p->stats && !*p->stats))
 		p->stats = NULL;
 	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
+	opx_params_wire(p);
 }
 
 static void opx_ini_once_fn(void)
@@ -619,6 +694,11 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	dp->jkey = (uint16_t)opx_env.jkey;
 	dp->jkey_src = (uint8_t)opx_env.jkey_src;
 	dp->warn = opx_shim_warn;
+	dp->wire = opx_env.wire;
+	if (opx_env.iface)
+		snprintf(dp->iface, sizeof(dp->iface), "%s", opx_env.iface);
+	dp->crc32c = opx_crc32c;
+	dp->fault = opx_env.fault;
 }
 
 /* Open the process-wide device with opx_env's parameters.  Shared with

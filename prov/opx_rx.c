@@ -186,7 +186,9 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	fi_addr_t src;
 	struct opx_rx_req *req;
 
-	if (total <= h->paylen || total > opx_env.max_msg_size || h->paylen != ep->rx->mtu) {
+	/* packets of the sender's path MTU: the link's on the udp wire */
+	if (total <= h->paylen || total > opx_env.max_msg_size || !h->paylen ||
+	    h->paylen > ep->rx->mtu || h->paylen % SHIM_BLOCK) {
 		opx_rx_drop_reason(ep, OPX_DROP_MP_LEN);
 		return 0;
 	}
@@ -406,6 +408,9 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 		return 0;
 	}
 	pay = shim_rx_payload(rx, e);
+	/* expected-receive data the udp wire placed already */
+	if (__builtin_expect(!pay && (e->rhf & SHIM_RHF_PLACED) && h->opcode == OPX_OP_DATA, 0))
+		return opx_rndv_rx_packet(ep, e, NULL);
 	if (__builtin_expect(!pay, 0)) {
 		opx_rx_drop_reason(ep, OPX_DROP_PAYLOAD);
 		return 0;
@@ -464,6 +469,8 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 
 	if (!ep->enabled)
 		return;
+	if (__builtin_expect(ep->udp, 0))
+		opx_rel_progress(ep);
 	budget = opx_rx_budget(ep);
 	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);

@@ -21,6 +21,7 @@
 #   OSC_TESTS=0        skip mpi_osc (MPI one-sided over osc rdma / btl ofi, opx only)
 #   STRICT=1           count known provider bugs (see XFAIL below) as failures
 #   TEST_TIMEOUT=300   per-run timeout in seconds
+#   MPI_EXTRA_ARGS     more mpirun arguments (hosts, agents: see udp.sh)
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,6 +98,11 @@ done
 [ -n "${FI_LOG_LEVEL:-}" ] && args+=(-x FI_LOG_LEVEL)
 [ -n "${FI_LOG_PROV:-}" ] && args+=(-x FI_LOG_PROV)
 [ "${STRICT:-0}" = 1 ] && xfail=""
+# MPI_EXTRA_ARGS: more mpirun arguments (udp.sh: hosts in network namespaces)
+if [ -n "${MPI_EXTRA_ARGS:-}" ]; then
+	read -ra extra <<<"$MPI_EXTRA_ARGS"
+	args+=("${extra[@]}")
+fi
 
 # Crash dumps (*.btr, core) go to the scratch dir, never the source tree.
 cd "$bindir" || exit 1

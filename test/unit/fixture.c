@@ -131,6 +131,12 @@ fail:
 
 int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format)
 {
+	return fx_open_at(e, av_type, cq_format, NULL, 0);
+}
+
+int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
+	       const void *src, size_t srclen)
+{
 	struct fi_av_attr av_attr;
 	struct fi_cq_attr cq_attr;
 	char addr[64];
@@ -141,6 +147,16 @@ int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_form
 	if (ret)
 		return ret;
 	e->info->domain_attr->av_type = av_type;
+	if (src) {
+		free(e->info->src_addr);
+		e->info->src_addr = malloc(srclen);
+		if (!e->info->src_addr) {
+			ret = -FI_ENOMEM;
+			goto fail;
+		}
+		memcpy(e->info->src_addr, src, srclen);
+		e->info->src_addrlen = srclen;
+	}
 
 	memset(&av_attr, 0, sizeof(av_attr));
 	av_attr.type = av_type;

@@ -65,6 +65,9 @@ struct fx_env {
 /* Open *e (zeroed first).  On failure everything opened so far is closed,
  * *e is zeroed again and the failing call's -FI_E* code is returned. */
 int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format);
+/* The same with the endpoint at src (fi_info src_addr, e.g. a port). */
+int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
+	       const void *src, size_t srclen);
 /* Only info, fabric and domain (threading as for fx_getinfo); av, cq and
  * ep stay NULL.  Same failure contract as fx_open. */
 int fx_open_domain(struct fx_env *e, const char *threading);

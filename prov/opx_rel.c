@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * opx_rel.c - the reliability module: exactly-once, in-order delivery per
+ * flow over the udp wire, which loses, duplicates and reorders.  The shm
+ * wire is reliable by construction and never comes here.
+ *
+ * A flow is one direction between two receive contexts; both directions
+ * between a pair share one shim udp peer (the "link") and one struct
+ * opx_rel_flow here.  Sequence numbers are the positions of the sender's
+ * send ring (shim_udp.c), which doubles as the replay memory: nothing is
+ * freed before it is acknowledged, and a full ring is back-pressure
+ * (-FI_EAGAIN to the caller), so memory never grows without bound.
+ *
+ *   receiver, per DATA packet (d = psn - expected):
+ *     d == 0        deliver into the receive ring (TID data: straight into
+ *                   the posted buffer), expected++, then deliver whatever
+ *                   the stash holds from the new expected on; the first
+ *                   packet of a multi-packet eager message waits in the
+ *                   stash until all of them are there, then the message
+ *                   goes into the ring in one piece
+ *     0 < d < STASH keep a copy in the stash; NACK(expected) once per hole
+ *                   (again after OPX_REL_NACK_NS if it stays a hole)
+ *     otherwise     old: a duplicate (count it, acknowledge again soon) or
+ *                   beyond the window (dropped; replay brings it back)
+ *   acknowledgements: every datagram carries the cumulative ack of the
+ *     reverse direction (piggy-backed); a standalone ACK goes when
+ *     OPX_REL_ACK_EVERY packets are unacknowledged (pre-ack of a stream)
+ *     or one has waited OPX_REL_ACK_NS (coalesced)
+ *   sender:
+ *     ack advances      free the ring up to it (credits), reset the timer
+ *     NACK(psn)         send that packet again
+ *     timer expires     send the oldest unacknowledged packets again
+ *                       (at most OPX_REL_BURST), double the timeout
+ *                       (capped); no ack progress for FI_OPX_PEER_TIMEOUT
+ *                       seconds: the peer is dead (shim_udp_fail) and the
+ *                       endpoint's liveness checks fail what waits on it
+ *   a peer that restarts at the same address has another session nonce:
+ *     the shim resets the link (epoch changes) and this flow starts over;
+ *     datagrams of the previous life are dropped by the shim.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "opx_ep.h"
+
+#define OPX_REL_STASH 128u         /* out-of-order packets kept per flow */
+#define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
+#define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
+#define OPX_REL_NACK_NS 200000ull  /* a hole is NACKed again after this */
+#define OPX_REL_RTO_NS 1000000ull  /* first retransmission timeout */
+#define OPX_REL_RTO_MAX_NS 64000000ull
+#define OPX_REL_BURST 32u          /* packets sent again per timeout */
+#define OPX_REL_RX_BATCH 16
+#define OPX_REL_MP_MAX 64u         /* packets of one multi-packet eager message */
+/* Without any udp flow the socket is polled once every this many
+ * progress calls (a first contact waits that long); with flows, always. */
+#define OPX_REL_IDLE_POLL_MASK 255u
+
+struct opx_rel_slot {
+	bool used;
+	struct shim_udp_pkt pkt;
+	uint8_t *buf;              /* payload copy (mtu bytes, kept for reuse) */
+};
+
+struct opx_rel_flow {
+	uint32_t epoch;            /* the link's udp_epoch this state belongs to */
+	bool learned;              /* the AV was told the peer's address */
+	/* receive */
+	uint32_t expected;         /* next psn to deliver */
+	bool ack_force;            /* a duplicate came: the sender missed an ack */
+	uint64_t ack_due_ns;       /* 0, or when the oldest unacknowledged arrived */
+	uint32_t nacked;           /* expected value last NACKed */
+	uint64_t nack_ns;
+	uint32_t stashed;
+	struct opx_rel_slot stash[OPX_REL_STASH];
+	/* send */
+	uint32_t acked_seen;       /* ack seen at the last timer check */
+	uint64_t progress_ns;      /* ack progress, or the flow became busy */
+	uint64_t rto_ns;
+	uint64_t timer_ns;         /* next retransmission */
+};
+
+static uint64_t opx_rel_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
+{
+	for (uint32_t i = 0; i < OPX_REL_STASH; i++)
+		f->stash[i].used = false;
+	f->epoch = epoch;
+	f->expected = 0;
+	f->ack_force = false;
+	f->ack_due_ns = 0;
+	f->nacked = UINT32_MAX;
+	f->nack_ns = 0;
+	f->stashed = 0;
+	f->acked_seen = 0;
+	f->progress_ns = 0;
+	f->rto_ns = OPX_REL_RTO_NS;
+	f->timer_ns = 0;
+}
+
+static struct opx_rel_flow *opx_rel_flow(struct shim_peer *peer)
+{
+	struct opx_rel_flow *f = peer->rel;
+
+	if (!f) {
+		f = calloc(1, sizeof(*f));
+		if (!f)
+			return NULL;
+		opx_rel_flow_clear(f, peer->udp_epoch);
+		peer->rel = f;
+	} else if (f->epoch != peer->udp_epoch) {
+		/* the peer restarted: its new life starts at psn 0 */
+		opx_rel_flow_clear(f, peer->udp_epoch);
+		f->learned = false;
+	}
+	return f;
+}
+
+static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f)
+{
+	peer->udp_ack = f->expected;
+	if (!shim_udp_send_ctl(peer, SHIM_UDP_ACK, 0))
+		ep->rel.acks_sent++;
+	f->ack_force = false;
+	f->ack_due_ns = 0;
+}
+
+/* In order: into the receive ring.  -FI_EAGAIN when the ring is full
+ * (the packet stays where it is and is tried again). */
+static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
+			   uint64_t now)
+{
+	int rc = shim_udp_deliver(ep->shim, pkt);
+
+	if (rc == -EAGAIN) {
+		ep->rel.ring_full++;
+		return -FI_EAGAIN;
+	}
+	if (rc)
+		opx_rx_drop(ep, "udp packet with a bad placement");
+	f->expected++;
+	pkt->peer->udp_ack = f->expected;
+	if (!f->ack_due_ns)
+		f->ack_due_ns = now;
+	return 0;
+}
+
+/* The packets of a multi-packet eager message starting at the stash
+ * slot of f->expected: how many there are (0: not a well-formed first
+ * packet, deliver it alone and let the receive path judge it). */
+static uint32_t opx_rel_mp_count(const struct shim_pkt_hdr *h)
+{
+	uint64_t total = h->p.u64[0];
+
+	if (h->opcode != OPX_OP_MP_FIRST || !h->paylen || total <= h->paylen)
+		return 0;
+	total = (total + h->paylen - 1) / h->paylen;
+	return total <= OPX_REL_MP_MAX ? (uint32_t)total : 0;
+}
+
+/* A whole multi-packet message, once every packet is in the stash: one
+ * reservation, so no other flow's packet comes between them.  -FI_EAGAIN
+ * while some are missing or the ring is full. */
+static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_t n, uint64_t now)
+{
+	const struct shim_udp_pkt *pkts[OPX_REL_MP_MAX];
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct opx_rel_slot *s = &f->stash[(f->expected + i) % OPX_REL_STASH];
+
+		if (!s->used || s->pkt.uh.psn != f->expected + i)
+			return -FI_EAGAIN;
+		pkts[i] = &s->pkt;
+	}
+	rc = shim_udp_deliver_n(ep->shim, pkts, n);
+	if (rc == -EAGAIN) {
+		ep->rel.ring_full++;
+		return -FI_EAGAIN;
+	}
+	if (rc)
+		opx_rx_drop(ep, "udp multi-packet message that is not eager data");
+	for (uint32_t i = 0; i < n; i++)
+		f->stash[(f->expected + i) % OPX_REL_STASH].used = false;
+	f->stashed -= n;
+	f->expected += n;
+	pkts[0]->peer->udp_ack = f->expected;
+	if (!f->ack_due_ns)
+		f->ack_due_ns = now;
+	return 0;
+}
+
+static void opx_rel_drain_stash(struct opx_ep *ep, struct opx_rel_flow *f, uint64_t now)
+{
+	while (f->stashed) {
+		struct opx_rel_slot *s = &f->stash[f->expected % OPX_REL_STASH];
+		uint32_t n;
+
+		if (!s->used || s->pkt.uh.psn != f->expected)
+			break;
+		n = opx_rel_mp_count(&s->pkt.e.hdr);
+		if (n) {
+			if (opx_rel_deliver_mp(ep, f, n, now))
+				break;
+			continue;
+		}
+		if (opx_rel_deliver(ep, f, &s->pkt, now))
+			break;
+		s->used = false;
+		f->stashed--;
+	}
+}
+
+static void opx_rel_stash(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt)
+{
+	struct opx_rel_slot *s = &f->stash[pkt->uh.psn % OPX_REL_STASH];
+	uint32_t len = (pkt->e.rhf & SHIM_RHF_EGR) ? pkt->e.hdr.paylen : 0;
+
+	if (s->used) {
+		ep->rel.dups++; /* the same psn again */
+		return;
+	}
+	if (len) {
+		if (!s->buf)
+			s->buf = malloc(ep->rx->mtu);
+		if (!s->buf || len > ep->rx->mtu)
+			return; /* replay brings it back */
+		memcpy(s->buf, pkt->pay, len);
+	}
+	s->pkt = *pkt;
+	s->pkt.pay = len ? s->buf : NULL;
+	s->used = true;
+	f->stashed++;
+	ep->rel.stashed++;
+}
+
+static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
+			 uint64_t now)
+{
+	uint32_t d = pkt->uh.psn - f->expected;
+
+	if (d == 0 && !opx_rel_mp_count(&pkt->e.hdr)) {
+		if (opx_rel_deliver(ep, f, pkt, now) == 0)
+			opx_rel_drain_stash(ep, f, now);
+		else
+			opx_rel_stash(ep, f, pkt); /* ring full: tried again on progress */
+		return;
+	}
+	if (d == 0) {
+		/* a multi-packet message waits in the stash until it is whole */
+		opx_rel_stash(ep, f, pkt);
+		opx_rel_drain_stash(ep, f, now);
+		return;
+	}
+	if (d < OPX_REL_STASH) {
+		opx_rel_stash(ep, f, pkt);
+		if (f->nacked != f->expected || now - f->nack_ns > OPX_REL_NACK_NS) {
+			f->nacked = f->expected;
+			f->nack_ns = now;
+			if (!shim_udp_send_ctl(pkt->peer, SHIM_UDP_NACK, f->expected))
+				ep->rel.nacks_sent++;
+		}
+		return;
+	}
+	if (d >= 0x80000000u) {
+		/* already delivered: the sender missed our ack */
+		ep->rel.dups++;
+		f->ack_force = true;
+		return;
+	}
+	ep->rel.beyond_window++;
+}
+
+/* The send side of a flow: acknowledgements, timeouts, death. */
+static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f,
+			     uint64_t now)
+{
+	uint32_t acked, sent;
+
+	shim_udp_tx_state(peer, &acked, &sent);
+	if (acked == sent || !shim_peer_alive(peer)) {
+		f->progress_ns = 0;
+		return;
+	}
+	if (!f->progress_ns || acked != f->acked_seen) {
+		f->acked_seen = acked;
+		f->progress_ns = now;
+		f->rto_ns = OPX_REL_RTO_NS;
+		f->timer_ns = now + f->rto_ns;
+		return;
+	}
+	if (now - f->progress_ns > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
+		OPX_WARN(FI_LOG_EP_DATA,
+			 "udp peer lid %u ctx %u: no acknowledgement for %d s, %u packets "
+			 "unacknowledged: declared dead\n",
+			 peer->lid, peer->ctx, opx_env.peer_timeout, sent - acked);
+		shim_udp_fail(peer);
+		ep->rel.peers_dead++;
+		return;
+	}
+	if (now < f->timer_ns)
+		return;
+	for (uint32_t psn = acked, n = 0; psn != sent && n < OPX_REL_BURST; psn++, n++)
+		if (!shim_udp_resend(peer, psn))
+			ep->rel.retransmits++;
+	ep->rel.timeouts++;
+	f->rto_ns = f->rto_ns * 2 > OPX_REL_RTO_MAX_NS ? OPX_REL_RTO_MAX_NS : f->rto_ns * 2;
+	f->timer_ns = now + f->rto_ns;
+}
+
+static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
+{
+	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p)) {
+		struct opx_rel_flow *f = opx_rel_flow(p);
+
+		if (!f)
+			continue;
+		if (f->stashed)
+			opx_rel_drain_stash(ep, f, now);
+		/* a datagram that went meanwhile carried the ack */
+		if (f->ack_due_ns && p->udp_ack_sent == f->expected)
+			f->ack_due_ns = 0;
+		if (f->ack_force || (f->ack_due_ns && (f->expected - p->udp_ack_sent >= OPX_REL_ACK_EVERY ||
+						       now - f->ack_due_ns >= OPX_REL_ACK_NS)))
+			opx_rel_ack(ep, p, f);
+		if (f->stashed && now - f->nack_ns > OPX_REL_NACK_NS) {
+			f->nack_ns = now;
+			f->nacked = f->expected;
+			if (!shim_udp_send_ctl(p, SHIM_UDP_NACK, f->expected))
+				ep->rel.nacks_sent++;
+		}
+		opx_rel_tx_timer(ep, p, f, now);
+	}
+}
+
+void opx_rel_progress(struct opx_ep *ep)
+{
+	struct shim_udp_pkt pkts[OPX_REL_RX_BATCH];
+	uint64_t now;
+	int n;
+
+	if (!ep->rel.flows && (ep->rel.polls++ & OPX_REL_IDLE_POLL_MASK))
+		return;
+	n = shim_udp_recv(ep->shim, pkts, OPX_REL_RX_BATCH);
+	now = opx_rel_now();
+	for (int i = 0; i < n; i++) {
+		const struct shim_udp_pkt *pkt = &pkts[i];
+		struct opx_rel_flow *f = opx_rel_flow(pkt->peer);
+
+		if (!f)
+			continue;
+		if (!f->learned && ep->av) {
+			struct shim_addr a;
+
+			if (!shim_udp_peer_addr(pkt->peer, &a) && a.lid)
+				opx_av_learn_locked(ep->av, &a);
+			f->learned = true;
+		}
+		shim_udp_release(pkt->peer, pkt->uh.ack);
+		switch (pkt->uh.type) {
+		case SHIM_UDP_DATA:
+			opx_rel_data(ep, f, pkt, now);
+			break;
+		case SHIM_UDP_NACK:
+			if (!shim_udp_resend(pkt->peer, pkt->uh.psn))
+				ep->rel.retransmits++;
+			break;
+		default:
+			break;
+		}
+	}
+	ep->rel.flows = shim_udp_next(ep->shim, NULL) != NULL;
+	if (ep->rel.flows)
+		opx_rel_timers(ep, now);
+	shim_udp_flush(ep->shim);
+}
+
+void opx_rel_fini(struct opx_ep *ep)
+{
+	if (ep->rel.flows) {
+		struct shim_udp_stats st;
+
+		shim_udp_stats(ep->shim, &st);
+		OPX_INFO(FI_LOG_EP_DATA,
+			 "udp wire: %" PRIu64 " datagrams in, %" PRIu64 " out; acks %" PRIu64
+			 ", nacks %" PRIu64 ", retransmits %" PRIu64 ", timeouts %" PRIu64
+			 ", duplicates %" PRIu64 ", out of order %" PRIu64 ", beyond window %" PRIu64
+			 ", dead peers %" PRIu64 "; dropped: length %" PRIu64 ", magic %" PRIu64
+			 ", crc %" PRIu64 ", job key %" PRIu64 ", session %" PRIu64 "\n",
+			 st.rx_datagrams, st.tx_datagrams, ep->rel.acks_sent, ep->rel.nacks_sent,
+			 ep->rel.retransmits, ep->rel.timeouts, ep->rel.dups, ep->rel.stashed,
+			 ep->rel.beyond_window, ep->rel.peers_dead, st.drop_len, st.drop_magic,
+			 st.drop_crc, st.drop_jkey, st.drop_dest);
+	}
+	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p)) {
+		struct opx_rel_flow *f = p->rel;
+
+		if (!f)
+			continue;
+		for (uint32_t i = 0; i < OPX_REL_STASH; i++)
+			free(f->stash[i].buf);
+		free(f);
+		p->rel = NULL;
+	}
+}

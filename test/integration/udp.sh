@@ -1,0 +1,147 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
+# udp.sh - the udp wire and the reliability module, with real processes.
+#
+#  1. One host, every peer forced onto the udp wire (FI_OPX_WIRE=udp):
+#     fi_pingpong -c (data checked), tagged and msg, 1 B .. 16 MiB around
+#     the thresholds (inline 16 B, one packet = the link MTU, 64 KiB), then
+#     under injected faults (drop, duplicate, reorder, corrupt at 1 % and
+#     5 %, fixed seeds so a failure replays).
+#  2. Two hosts (network namespaces from scripts/hosts.sh, jumbo frames):
+#     fi_pingpong across them, again with 1 % of UDP dropped by the
+#     kernel (nftables) and over a 1500-byte path; then the project's MPI
+#     programs across 2 hosts (1 rank each: udp) and 2 x 2 ranks (shm and
+#     udp peers in one job).
+#  Where namespaces cannot be made, part 2 reports SKIP with the reason.
+#
+# Environment: FI_PROVIDER_PATH / OPX_BUILD_DIR as for pingpong.sh,
+# UDP_QUICK=1 runs fewer sizes.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+hosts="$top/scripts/hosts.sh"
+if [ -z "${FI_PROVIDER_PATH:-}" ]; then
+	FI_PROVIDER_PATH=${OPX_BUILD_DIR:-.}/.libs
+fi
+FI_PROVIDER_PATH=$(cd "$FI_PROVIDER_PATH" && pwd) || exit 1
+export FI_PROVIDER_PATH
+fail=0
+pass=0
+
+result() { # name rc
+	if [ "$2" = 0 ]; then
+		echo "PASS: $1"
+		pass=$((pass + 1))
+	else
+		echo "FAIL: $1 (rc $2)"
+		fail=$((fail + 1))
+	fi
+}
+
+sizes="1 16 17 8191 8192 8193 65536 1048576 16777216"
+fault_sizes="1 17 8192 8193 1048576 4194304"
+[ "${UDP_QUICK:-0}" = 1 ] && sizes="1 8193 1048576" && fault_sizes="17 8193 1048576"
+
+# ---- 1. one host, udp wire ------------------------------------------------
+FI_OPX_WIRE=udp PINGPONG_SIZES="$sizes" PINGPONG_ITERS=5 bash "$here/pingpong.sh" >/tmp/opx-udp-pp.$$ 2>&1
+rc=$?
+[ $rc = 0 ] || tail -20 /tmp/opx-udp-pp.$$
+result "loopback udp wire, sizes $sizes" $rc
+seed=11
+for f in "DROP=1" "DROP=5" "DUP=5" "REORDER=5" "CORRUPT=5" "DROP=1 DUP=1 REORDER=1 CORRUPT=1"; do
+	envs=(FI_OPX_WIRE=udp FI_OPX_FAULT_SEED=$seed PINGPONG_SIZES="$fault_sizes" PINGPONG_ITERS=5)
+	for kv in $f; do
+		envs+=("FI_OPX_FAULT_$kv")
+	done
+	env "${envs[@]}" bash "$here/pingpong.sh" >/tmp/opx-udp-pp.$$ 2>&1
+	rc=$?
+	[ $rc = 0 ] || tail -20 /tmp/opx-udp-pp.$$
+	result "loopback udp wire, faults $f (seed $seed)" $rc
+	seed=$((seed + 1))
+done
+rm -f /tmp/opx-udp-pp.$$
+
+# ---- 2. two hosts ---------------------------------------------------------
+if ! why=$(bash "$hosts" check 2>&1); then
+	echo "SKIP: hosts in network namespaces: $why"
+	echo "udp.sh: $pass passed, $fail failed (namespaces skipped)"
+	[ $fail = 0 ]
+	exit
+fi
+
+prefix=opxu
+cleanup() { bash "$hosts" down $prefix >/dev/null 2>&1; }
+trap cleanup EXIT
+
+# fi_pingpong between opxu1 (server) and opxu2, on a port retried if busy
+pp_hosts() { # label size...
+	local label=$1 ok=0 s port try
+	shift
+	for s in "$@"; do
+		for mode in tagged msg; do
+			for try in 1 2 3; do
+				port=$((20000 + RANDOM % 30000))
+				timeout 60 bash "$hosts" run ${prefix}1 fi_pingpong -p opx -e rdm -c \
+					-m "$mode" -S "$s" -I 5 -B "$port" \
+					>/tmp/opx-udp-srv.$$ 2>&1 &
+				local spid=$!
+				sleep 0.3
+				timeout 60 bash "$hosts" run ${prefix}2 fi_pingpong -p opx -e rdm -c \
+					-m "$mode" -S "$s" -I 5 -P "$port" 198.18.0.1 >/tmp/opx-udp-cli.$$ 2>&1
+				local crc=$?
+				wait $spid
+				local src=$?
+				if [ $crc = 0 ] && [ $src = 0 ]; then
+					break
+				fi
+				if ! grep -qi "in use" /tmp/opx-udp-srv.$$ /tmp/opx-udp-cli.$$; then
+					echo "  $label size $s $mode: server rc $src client rc $crc"
+					tail -3 /tmp/opx-udp-srv.$$ /tmp/opx-udp-cli.$$
+					ok=1
+					break
+				fi
+			done
+		done
+	done
+	rm -f /tmp/opx-udp-srv.$$ /tmp/opx-udp-cli.$$
+	result "$label" $ok
+}
+
+if bash "$hosts" up 2 $prefix >/dev/null; then
+	pp_hosts "2 hosts, jumbo frames, sizes $sizes" $sizes
+	if bash "$hosts" drop ${prefix}1 1 >/dev/null 2>&1 &&
+	   bash "$hosts" drop ${prefix}2 1 >/dev/null 2>&1; then
+		pp_hosts "2 hosts, 1% of UDP dropped by nftables" $fault_sizes
+		bash "$hosts" drop ${prefix}1 0 >/dev/null 2>&1
+		bash "$hosts" drop ${prefix}2 0 >/dev/null 2>&1
+	else
+		echo "SKIP: kernel drops (nft unavailable)"
+	fi
+	if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
+		for np in 2 4; do
+			extra="$(HOSTS_SLOTS=2 bash "$hosts" mpirun-args $prefix) --map-by node"
+			MPI_EXTRA_ARGS="$extra" NPS=$np RNDV_MODES=cma OSC_TESTS=0 TEST_TIMEOUT=120 \
+				MPI_TESTS="mpi_ring mpi_pingpong mpi_large mpi_coll mpi_wildcard" \
+				bash "$top/test/mpi/run_mpi_tests.sh" >/tmp/opx-udp-mpi.$$ 2>&1
+			rc=$?
+			[ $rc = 0 ] || tail -30 /tmp/opx-udp-mpi.$$
+			result "MPI across 2 hosts, $np ranks" $rc
+		done
+		rm -f /tmp/opx-udp-mpi.$$
+	else
+		echo "SKIP: MPI across hosts (no mpirun/mpicc)"
+	fi
+	cleanup
+else
+	result "create 2 hosts" 1
+fi
+
+if HOSTS_MTU=1500 bash "$hosts" up 2 $prefix >/dev/null; then
+	pp_hosts "2 hosts, 1500-byte path" 1 1343 1344 1345 8193 1048576
+	cleanup
+else
+	result "create 2 hosts with a 1500-byte path" 1
+fi
+
+echo "udp.sh: $pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * test_rel.c - the reliability module with the provider on the udp wire
+ * (FI_OPX_WIRE=udp, loopback, FI_OPX_PEER_TIMEOUT=1), against a peer in
+ * another process:
+ *  - killed with SIGKILL mid-stream: the survivor's pending rendezvous
+ *    send completes in error and later sends fail, within a bounded
+ *    time, and the survivor still talks to others (itself);
+ *  - restarted at the same address (same UDP port): traffic with the new
+ *    process works in both directions, data checked.
+ * Every loop is bounded in count and time.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "shim_abi.h"
+
+#define TR_WAIT_MS 20000u
+#define TR_TAG_ECHO 0x77u
+
+static uint64_t tr_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint8_t tr_pat(unsigned seed, size_t i)
+{
+	return (uint8_t)(seed * 131u + i * 7u + 3u);
+}
+
+/* The completion of ctx (0 and *err), or -FI_ETIMEDOUT. */
+static int tr_wait(struct fx_env *e, void *ctx, int *err, unsigned ms)
+{
+	uint64_t end = tr_now_ms() + ms;
+
+	while (tr_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+		ssize_t n = fi_cq_read(e->cq, &ent, 1);
+
+		if (n == 1 && ent.op_context == ctx) {
+			*err = 0;
+			return 0;
+		}
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee;
+
+			memset(&ee, 0, sizeof(ee));
+			if (fi_cq_readerr(e->cq, &ee, 0) == 1 && ee.op_context == ctx) {
+				*err = ee.err;
+				return 0;
+			}
+		}
+	}
+	return -FI_ETIMEDOUT;
+}
+
+/* Child: open at src (NULL: anywhere), tell the parent our name, then
+ * echo every message tagged TR_TAG_ECHO back to its sender until killed
+ * or 30 s have passed. */
+static void tr_child(int wfd, const struct shim_addr *src)
+{
+	static uint8_t buf[1 << 20];
+	struct fx_env e;
+	char name[64];
+	size_t len = sizeof(name);
+	uint64_t end = tr_now_ms() + 30000;
+
+	if (fx_open_at(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, src, src ? sizeof(*src) : 0) ||
+	    fi_getname(&e.ep->fid, name, &len) || write(wfd, name, len) != (ssize_t)len)
+		_exit(2);
+	while (tr_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+		fi_addr_t from;
+		int err;
+
+		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TR_TAG_ECHO, 0, buf))
+			_exit(3);
+		for (;;) {
+			ssize_t n = fi_cq_readfrom(e.cq, &ent, 1, &from);
+
+			if (n == 1 && ent.op_context == buf)
+				break;
+			if (tr_now_ms() > end)
+				_exit(0);
+		}
+		/* the sender put its own name in the first bytes */
+		if (from == FI_ADDR_NOTAVAIL &&
+		    fi_av_insert(e.av, buf, 1, &from, 0, NULL) != 1)
+			_exit(4);
+		while (fi_tsend(e.ep, buf + 32, ent.len - 32, NULL, from, TR_TAG_ECHO, buf) ==
+		       -FI_EAGAIN)
+			fi_cq_read(e.cq, NULL, 0);
+		if (tr_wait(&e, buf, &err, TR_WAIT_MS) || err)
+			_exit(5);
+	}
+	_exit(0);
+}
+
+static pid_t tr_spawn(const struct shim_addr *src, struct shim_addr *name)
+{
+	int fds[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char fd[16], ip[16], port[16];
+
+		/* a fresh process: the parent's provider state (device, its
+		 * sockets) must not be inherited */
+		close(fds[0]);
+		snprintf(fd, sizeof(fd), "%d", fds[1]);
+		snprintf(ip, sizeof(ip), "%u", src ? src->ipv4 : 0);
+		snprintf(port, sizeof(port), "%u", src ? src->udp_port : 0);
+		execl("/proc/self/exe", "test_rel", "child", fd, ip, port, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], name, sizeof(*name)), (ssize_t)sizeof(*name));
+	close(fds[0]);
+	assert_int_not_equal(name->udp_port, 0);
+	return pid;
+}
+
+/* Send len bytes (our name first, then a pattern) and check the echo. */
+static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
+{
+	uint8_t *out = malloc(len + 32), *back = malloc(len);
+	size_t nl = 32;
+	int err;
+
+	assert_non_null(out);
+	assert_non_null(back);
+	assert_int_equal(fi_getname(&e->ep->fid, out, &nl), 0);
+	for (size_t i = 0; i < len; i++)
+		out[32 + i] = tr_pat(seed, i);
+	memset(back, 0, len);
+	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, TR_TAG_ECHO, 0, back), 0);
+	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, TR_TAG_ECHO, out), 0);
+	assert_int_equal(tr_wait(e, out, &err, TR_WAIT_MS), 0);
+	assert_int_equal(err, 0);
+	assert_int_equal(tr_wait(e, back, &err, TR_WAIT_MS), 0);
+	assert_int_equal(err, 0);
+	for (size_t i = 0; i < len; i++)
+		if (back[i] != tr_pat(seed, i))
+			fail_msg("echo of %zu bytes differs at %zu", len, i);
+	free(out);
+	free(back);
+}
+
+static void tr_reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+/* A peer killed mid-stream: errors, not a hang. */
+static void test_rel_peer_killed(void **state)
+{
+	static uint8_t big[1 << 20], small[4096];
+	struct shim_addr name;
+	struct fx_env e;
+	fi_addr_t peer;
+	uint64_t t0;
+	ssize_t rc = 0;
+	size_t taken = 0;
+	int err;
+	pid_t pid;
+
+	(void)state;
+	pid = tr_spawn(NULL, &name);
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	tr_echo(&e, peer, 100, 1);
+	tr_echo(&e, peer, 200000, 2); /* rendezvous both ways */
+	/* a rendezvous send the dead will never answer */
+	assert_int_equal(fi_tsend(e.ep, big, sizeof(big), NULL, peer, 0x5, big), 0);
+	tr_reap(pid);
+	t0 = tr_now_ms();
+	while (tr_now_ms() - t0 < TR_WAIT_MS) {
+		rc = fi_tsend(e.ep, small, sizeof(small), NULL, peer, 0x6, NULL);
+		if (rc == 0) {
+			taken++;
+			continue;
+		}
+		if (rc != -FI_EAGAIN)
+			break;
+		(void)fi_cq_read(e.cq, NULL, 0);
+	}
+	print_message("killed peer: %zu sends taken, refused after %llu ms\n", taken,
+		      (unsigned long long)(tr_now_ms() - t0));
+	assert_int_equal(rc, -FI_ECONNREFUSED);
+	assert_int_equal(tr_wait(&e, big, &err, TR_WAIT_MS), 0);
+	assert_int_not_equal(err, 0);
+	assert_int_equal(fi_tsend(e.ep, small, 8, NULL, peer, 0x6, NULL), -FI_ECONNREFUSED);
+	/* still talks to a live peer (a new one) */
+	pid = tr_spawn(NULL, &name);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	tr_echo(&e, peer, 5000, 3);
+	tr_reap(pid);
+	fx_close(&e);
+}
+
+/* A peer restarted at the same UDP port is a new session: it talks
+ * normally, both directions, data checked. */
+static void test_rel_peer_restarted(void **state)
+{
+	struct shim_addr first, second, at;
+	struct fx_env e;
+	fi_addr_t a1, a2;
+	pid_t pid;
+
+	(void)state;
+	pid = tr_spawn(NULL, &first);
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &first, 1, &a1, 0, NULL), 1);
+	tr_echo(&e, a1, 64, 4);
+	tr_reap(pid);
+	memset(&at, 0, sizeof(at));
+	at.ipv4 = first.ipv4;
+	at.udp_port = first.udp_port;
+	pid = tr_spawn(&at, &second);
+	assert_int_equal(second.udp_port, first.udp_port);
+	assert_int_not_equal(second.nonce, first.nonce);
+	assert_int_equal(fi_av_insert(e.av, &second, 1, &a2, 0, NULL), 1);
+	tr_echo(&e, a2, 64, 5);
+	tr_echo(&e, a2, 100000, 6);
+	tr_reap(pid);
+	fx_close(&e);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rel_peer_killed),
+		cmocka_unit_test(test_rel_peer_restarted),
+	};
+
+	/* before the provider reads its parameters */
+	setenv("FI_OPX_WIRE", "udp", 1);
+	setenv("FI_OPX_IFACE", "lo", 1);
+	setenv("FI_OPX_PEER_TIMEOUT", "1", 1);
+	if (argc == 5 && !strcmp(argv[1], "child")) {
+		struct shim_addr src;
+
+		memset(&src, 0, sizeof(src));
+		src.ipv4 = (uint32_t)strtoul(argv[3], NULL, 10);
+		src.udp_port = (uint16_t)strtoul(argv[4], NULL, 10);
+		tr_child(atoi(argv[2]), src.udp_port ? &src : NULL);
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
