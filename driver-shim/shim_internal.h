@@ -96,7 +96,7 @@ struct shim_udp;
 struct shim_udp_link;
 struct shim_peer_priv;
 void shim_udp_close(struct shim_ctx *ctx);
-int shim_udp_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
+int shim_udp_peer_open(struct shim_dev *dev, struct shim_ctx *home, const struct shim_addr *addr,
 		       struct shim_peer **peerp);
 void shim_udp_peer_put(struct shim_peer_priv *pp);
 bool shim_udp_peer_alive(const struct shim_peer_priv *pp);

@@ -152,10 +152,16 @@ int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
 
 int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp)
 {
+	return shim_peer_open_via(dev, NULL, addr, peerp);
+}
+
+int shim_peer_open_via(struct shim_dev *dev, struct shim_ctx *via, const struct shim_addr *addr,
+		       struct shim_peer **peerp)
+{
 	if (!dev || !addr || !peerp)
 		return -EINVAL;
 	if (addr->host_id != dev->host_id || dev->params.wire == SHIM_WIRE_UDP)
-		return shim_udp_peer_open(dev, addr, peerp);
+		return shim_udp_peer_open(dev, via && via->udp ? via : dev->udp_home, addr, peerp);
 	return shim_peer_open_shm(dev, addr, peerp);
 }
 

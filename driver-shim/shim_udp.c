@@ -29,8 +29,9 @@
  *
  * Flows ("links") are keyed by the remote socket address.  A link is
  * created by the first datagram from a new source, or by the provider
- * opening a peer on another host; peers opened through the device go to
- * the first context that bound a socket (dev->udp_home).  The context
+ * opening a peer on another host, through the socket of the context the
+ * provider names (the endpoint bound to the address vector; without one,
+ * the first context that bound a socket, dev->udp_home).  The context
  * owns its links; the provider's references keep a link's memory alive
  * after its context closed (it is then dead: nothing is sent).
  */
@@ -397,7 +398,7 @@ int shim_udp_resend(struct shim_peer *peer, uint32_t psn)
 	return 0;
 }
 
-int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn)
+int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask)
 {
 	struct shim_udp_link *l;
 	struct shim_udp_hdr uh;
@@ -409,6 +410,7 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn)
 	if (!l->udp)
 		return -ENOENT;
 	shim_udp_hdr_fill(l, &uh, type, psn);
+	uh.rhf = type == SHIM_UDP_NACK ? mask : 0;
 	uh.crc = shim_udp_crc(l->udp->ctx->dev, 0, &uh, sizeof(uh));
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
@@ -581,7 +583,7 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 			if (l->dead || !l->udp)
 				continue;
 			if (unread && p->udp_ack)
-				shim_udp_send_ctl(p, SHIM_UDP_ACK, 0);
+				shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);
 			if (head == sent || head != l->wd_acked) {
 				l->wd_acked = head;
 				l->wd_next = head;
@@ -738,12 +740,12 @@ void shim_udp_peer_put(struct shim_peer_priv *pp)
 	shim_udp_link_unref(pp->link);
 }
 
-int shim_udp_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
+int shim_udp_peer_open(struct shim_dev *dev, struct shim_ctx *home, const struct shim_addr *addr,
 		       struct shim_peer **peerp)
 {
-	struct shim_ctx *home = dev->udp_home;
 	struct shim_udp_link *l;
 
+	(void)dev;
 	if (!home || !home->udp)
 		return -EHOSTUNREACH;
 	if (!addr->ipv4 || !addr->udp_port)

@@ -235,6 +235,8 @@ struct opx_av {
 	uint64_t *rmap_val;
 	size_t rmap_size;  /* power of two */
 	_Atomic int refcnt; /* bound endpoints */
+	struct shim_ctx *udp_via; /* the first bound endpoint's context: its
+				     socket carries the udp peers opened here */
 };
 
 int opx_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
@@ -330,6 +332,8 @@ struct opx_cq {
 	int epoll_fd; /* FI_WAIT_FD: endpoints' wait fds */
 	_Atomic int signaled;
 	_Atomic int refcnt; /* bound endpoints */
+	struct shim_ctx *udp_via; /* the first bound endpoint's context: its
+				     socket carries the udp peers opened here */
 };
 
 int opx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,

@@ -306,6 +306,7 @@ struct opx_ep {
 
 /* opx_rel.c: reliability over the udp wire (lock held). */
 void opx_rel_progress(struct opx_ep *ep);
+void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowledged */
 void opx_rel_fini(struct opx_ep *ep);
 
 /* opx_stats.c: telemetry.  Counting helpers for the data path (lock held). */

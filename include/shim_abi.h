@@ -387,6 +387,10 @@ void shim_ctx_sleep_disarm(struct shim_ctx *ctx);
  * yet), -EACCES when the segment is not ours (owner, mode, symlink) or
  * its job key differs from the device's. */
 int shim_peer_open(struct shim_dev *dev, const struct shim_addr *addr, struct shim_peer **peerp);
+/* The same, a peer on the udp wire going through via's socket (its flows,
+ * its acknowledgements); via NULL: the first context that has a socket. */
+int shim_peer_open_via(struct shim_dev *dev, struct shim_ctx *via, const struct shim_addr *addr,
+		       struct shim_peer **peerp);
 /* The job key (and its opaque source byte) of the context addr names,
  * read after the same owner and mode checks as shim_peer_open(): for the
  * warning that names both keys when shim_peer_open() said -EACCES. */
@@ -468,7 +472,7 @@ struct shim_udp_hdr {
 	uint32_t ack;       /* every type: the reverse flow's psns below it arrived */
 	uint32_t src_nonce; /* sender's receive context (restart detection) */
 	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
-	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only */
+	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more missing */
 	uint32_t crc;       /* CRC32C of the datagram with this field 0 */
 	uint64_t src_host;  /* sender's host id, lid, ctx, unit: its address */
 	uint16_t src_lid;
@@ -519,8 +523,10 @@ int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt);
  * other flows cannot come between them (multi-packet eager): 0, -EAGAIN,
  * -EINVAL (not eager data).  *pkts[i] in psn order. */
 int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *pkts, uint32_t n);
-/* An ACK or NACK to the peer (its udp_ack stamped). */
-int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn);
+/* An ACK or NACK to the peer (its udp_ack stamped).  A NACK names the
+ * first missing psn and in mask bit i whether psn + 1 + i is missing too
+ * (it travels in the rhf field). */
+int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask);
 /* Send the staged packet psn again: 0, -ENOENT when it is not staged. */
 int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
 /* Everything below ack arrived: free it from the send ring (credits). */

@@ -569,7 +569,8 @@ bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round)
 		return false; /* found alive this round already */
 	av->table[addr].checked = round;
 	if (!av->table[addr].peer) {
-		ret = shim_peer_open(av->domain->fabric->dev, &av->table[addr].addr, &p);
+		ret = shim_peer_open_via(av->domain->fabric->dev, av->udp_via, &av->table[addr].addr,
+					 &p);
 		if (ret == -ENOENT || ret == -ESTALE) {
 			opx_av_mark_dead(av, addr); /* closed, or its number reused */
 			return true;
@@ -594,7 +595,7 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 	e = &av->table[addr];
 	if (e->dead)
 		return -FI_ECONNREFUSED;
-	ret = shim_peer_open(av->domain->fabric->dev, &e->addr, &e->peer);
+	ret = shim_peer_open_via(av->domain->fabric->dev, av->udp_via, &e->addr, &e->peer);
 	if (ret == -EACCES) {
 		e->peer = NULL;
 		opx_av_warn_refused(av, addr, &e->addr);

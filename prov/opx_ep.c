@@ -102,10 +102,13 @@ static int opx_ep_close(struct fid *fid)
 	}
 
 	opx_lock_acquire(&domain->lock);
+	opx_rel_linger(ep);
 	ep->enabled = false;
 	opx_rel_fini(ep);
 	if (ep->av)
 		atomic_fetch_sub(&ep->av->refcnt, 1);
+	if (ep->av && ep->av->udp_via == ep->shim)
+		ep->av->udp_via = NULL; /* its udp peers die with the socket */
 	opx_match_cleanup(ep);
 	opx_rndv_fini(ep);
 	opx_rma_fini(ep);
@@ -185,6 +188,8 @@ static int opx_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 			return -FI_EINVAL;
 		ep->av = av;
 		atomic_fetch_add(&av->refcnt, 1);
+		if (!av->udp_via && ep->udp)
+			av->udp_via = ep->shim;
 		return 0;
 	}
 	case FI_CLASS_CQ: {

@@ -18,8 +18,9 @@
  *                   packet of a multi-packet eager message waits in the
  *                   stash until all of them are there, then the message
  *                   goes into the ring in one piece
- *     0 < d < STASH keep a copy in the stash; NACK(expected) once per hole
- *                   (again after OPX_REL_NACK_NS if it stays a hole)
+ *     0 < d < STASH keep a copy in the stash; NACK(expected, which of the
+ *                   next 32 are missing) once per hole (again after
+ *                   OPX_REL_NACK_NS if it stays a hole)
  *     otherwise     old: a duplicate (count it, acknowledge again soon) or
  *                   beyond the window (dropped; replay brings it back)
  *   acknowledgements: every datagram carries the cumulative ack of the
@@ -28,7 +29,7 @@
  *     or one has waited OPX_REL_ACK_NS (coalesced)
  *   sender:
  *     ack advances      free the ring up to it (credits), reset the timer
- *     NACK(psn)         send that packet again
+ *     NACK(psn, mask)   send that packet and the ones the mask names again
  *     timer expires     send the oldest unacknowledged packets again
  *                       (at most OPX_REL_BURST), double the timeout
  *                       (capped); no ack progress for FI_OPX_PEER_TIMEOUT
@@ -45,7 +46,7 @@
 
 #include "opx_ep.h"
 
-#define OPX_REL_STASH 128u         /* out-of-order packets kept per flow */
+#define OPX_REL_STASH 512u         /* out-of-order packets kept per flow */
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
 #define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
 #define OPX_REL_NACK_NS 200000ull  /* a hole is NACKed again after this */
@@ -128,10 +129,27 @@ static struct opx_rel_flow *opx_rel_flow(struct shim_peer *peer)
 static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f)
 {
 	peer->udp_ack = f->expected;
-	if (!shim_udp_send_ctl(peer, SHIM_UDP_ACK, 0))
+	if (!shim_udp_send_ctl(peer, SHIM_UDP_ACK, 0, 0))
 		ep->rel.acks_sent++;
 	f->ack_force = false;
 	f->ack_due_ns = 0;
+}
+
+/* NACK the first hole and say which of the next 32 are missing too, so
+ * the sender fills every hole of the window in one round trip. */
+static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, const struct opx_rel_flow *f)
+{
+	uint32_t mask = 0;
+
+	for (uint32_t i = 0; i < 32; i++) {
+		uint32_t psn = f->expected + 1 + i;
+		const struct opx_rel_slot *s = &f->stash[psn % OPX_REL_STASH];
+
+		if (!s->used || s->pkt.uh.psn != psn)
+			mask |= 1u << i;
+	}
+	if (!shim_udp_send_ctl(peer, SHIM_UDP_NACK, f->expected, mask))
+		ep->rel.nacks_sent++;
 }
 
 /* In order: into the receive ring.  -FI_EAGAIN when the ring is full
@@ -266,8 +284,7 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 		if (f->nacked != f->expected || now - f->nack_ns > OPX_REL_NACK_NS) {
 			f->nacked = f->expected;
 			f->nack_ns = now;
-			if (!shim_udp_send_ctl(pkt->peer, SHIM_UDP_NACK, f->expected))
-				ep->rel.nacks_sent++;
+			opx_rel_nack(ep, pkt->peer, f);
 		}
 		return;
 	}
@@ -335,8 +352,7 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 		if (f->stashed && now - f->nack_ns > OPX_REL_NACK_NS) {
 			f->nack_ns = now;
 			f->nacked = f->expected;
-			if (!shim_udp_send_ctl(p, SHIM_UDP_NACK, f->expected))
-				ep->rel.nacks_sent++;
+			opx_rel_nack(ep, p, f);
 		}
 		opx_rel_tx_timer(ep, p, f, now);
 	}
@@ -373,6 +389,10 @@ void opx_rel_progress(struct opx_ep *ep)
 		case SHIM_UDP_NACK:
 			if (!shim_udp_resend(pkt->peer, pkt->uh.psn))
 				ep->rel.retransmits++;
+			for (uint32_t i = 0; i < 32; i++)
+				if ((pkt->uh.rhf & (1u << i)) &&
+				    !shim_udp_resend(pkt->peer, pkt->uh.psn + 1 + i))
+					ep->rel.retransmits++;
 			break;
 		default:
 			break;
@@ -382,6 +402,45 @@ void opx_rel_progress(struct opx_ep *ep)
 	if (ep->rel.flows)
 		opx_rel_timers(ep, now);
 	shim_udp_flush(ep->shim);
+}
+
+/* Endpoint close: like a TCP close, what was sent is not dropped with
+ * the process.  Acknowledge what we received, then keep receiving acks
+ * and sending again until every flow's sent packets are acknowledged,
+ * the peers stop answering (OPX_REL_LINGER_IDLE_NS without progress: a
+ * peer that exited), or OPX_REL_LINGER_NS passed. */
+#define OPX_REL_LINGER_NS 2000000000ull
+#define OPX_REL_LINGER_IDLE_NS 250000000ull
+void opx_rel_linger(struct opx_ep *ep)
+{
+	uint64_t start = opx_rel_now(), moved = start;
+	uint64_t last_left = UINT64_MAX;
+
+	if (!ep->udp || !ep->rel.flows)
+		return;
+	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p))
+		if (p->rel && shim_peer_alive(p))
+			opx_rel_ack(ep, p, p->rel);
+	for (;;) {
+		uint64_t now = opx_rel_now(), left = 0;
+
+		for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p;
+		     p = shim_udp_next(ep->shim, p)) {
+			uint32_t acked, sent;
+
+			shim_udp_tx_state(p, &acked, &sent);
+			if (shim_peer_alive(p))
+				left += sent - acked;
+		}
+		if (!left || now - start > OPX_REL_LINGER_NS || now - moved > OPX_REL_LINGER_IDLE_NS)
+			break;
+		if (left != last_left) {
+			last_left = left;
+			moved = now;
+		}
+		ep->rel.polls = 0;
+		opx_rel_progress(ep);
+	}
 }
 
 void opx_rel_fini(struct opx_ep *ep)

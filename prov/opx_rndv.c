@@ -223,7 +223,7 @@ static struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_add
 		    p->addr.nonce == to->nonce && p->addr.host_id == to->host_id)
 			return p;
 	}
-	if (shim_peer_open(ep->domain->fabric->dev, to, &p))
+	if (shim_peer_open_via(ep->domain->fabric->dev, ep->shim, to, &p))
 		return NULL;
 	size_t slot = ep->anon_next++ % OPX_ANON_PEERS;
 	if (ep->anon[slot])
