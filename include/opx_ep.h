@@ -453,10 +453,13 @@ static inline struct opx_ep *opx_ep_of(struct fid_ep *f)
 	return OPX_CONTAINER_OF(f, struct opx_ep, ep_fid);
 }
 
-/* FI_SOURCE_ERR: a source not in the AV travels through matching and
- * delivery as this tag plus (slid, sctx), so the completion can report
- * it with its address (opx_match.c); it never equals a valid fi_addr_t
- * and is shown to the application as FI_ADDR_NOTAVAIL anywhere else. */
+/* A source not in the AV travels through matching and delivery as this
+ * tag plus (slid, sctx): a directed receive posted after the application
+ * inserted the sender still matches it (a message can arrive before the
+ * receiver's fi_av_insert: another host's rank finished MPI_Init first),
+ * and with FI_SOURCE_ERR the completion reports its address (opx_match.c).
+ * It never equals a valid fi_addr_t and is shown to the application as
+ * FI_ADDR_NOTAVAIL anywhere else. */
 #define OPX_SRC_ANON (1ULL << 62)
 #define OPX_SRC_ANON_MAKE(slid, sctx) (OPX_SRC_ANON | ((uint64_t)(slid) << 16) | (sctx))
 
@@ -478,7 +481,9 @@ static inline fi_addr_t opx_ep_src(struct opx_ep *ep, uint16_t slid, uint16_t sc
 		ep->last_slid = slid;
 		ep->last_sctx = sctx;
 		ep->last_src = opx_av_src_locked(ep->av, slid, sctx);
-		if (__builtin_expect(ep->last_src == FI_ADDR_NOTAVAIL && ep->source_err, 0))
+		/* keep who it was: a directed receive matches it once the
+		 * application has inserted the sender (opx_match_ux) */
+		if (__builtin_expect(ep->last_src == FI_ADDR_NOTAVAIL, 0))
 			ep->last_src = OPX_SRC_ANON_MAKE(slid, sctx);
 	}
 	return ep->last_src;

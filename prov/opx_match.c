@@ -124,8 +124,13 @@ static struct opx_ux *opx_match_ux(struct opx_ep *ep, bool tagged, uint64_t tag,
 		struct opx_ux *ux = OPX_CONTAINER_OF(it, struct opx_ux, link);
 		if (tagged && ((ux->tag ^ tag) & ~ignore))
 			continue;
-		if (src != FI_ADDR_UNSPEC && ux->src != src)
-			continue;
+		if (src != FI_ADDR_UNSPEC && ux->src != src) {
+			/* arrived before its sender was inserted: ask again */
+			if (!opx_src_is_anon(ux->src) ||
+			    opx_av_src_locked(ep->av, (uint16_t)(ux->src >> 16), (uint16_t)ux->src) != src)
+				continue;
+			ux->src = src;
+		}
 		return ux;
 	}
 	return NULL;
@@ -222,7 +227,8 @@ static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size
 			  size_t olen)
 {
 	if (__builtin_expect(opx_src_is_anon(src), 0)) {
-		if (!err && opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))
+		if (!err && ep->source_err &&
+		    opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))
 			return;
 		src = FI_ADDR_NOTAVAIL;
 	}

@@ -500,6 +500,55 @@ static void test_directed_recv(void **state)
  */
 #define TM_ORDER_N 36
 
+/* A message that arrives before the receiver inserted its sender (another
+ * host's rank that finished MPI_Init first) still matches a directed
+ * receive posted after the insert, eager and rendezvous, and reports the
+ * inserted fi_addr.  The sender has its own domain and AV. */
+static void test_directed_before_insert(void **state)
+{
+	static uint8_t small[100], big[200000], rsmall[100], rbig[200000];
+	struct tm_env *t = *state;
+	struct fx_env o;
+	char name[64];
+	size_t namelen = sizeof(name);
+	fi_addr_t to_t, ao;
+	struct tm_comp c;
+	uint64_t end;
+	bool got_small = false, got_big = false;
+
+	assert_int_equal(fx_open(&o, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_getname(&t->fx.ep->fid, name, &namelen), 0);
+	assert_int_equal(fi_av_insert(o.av, name, 1, &to_t, 0, NULL), 1);
+	tm_fill(small, sizeof(small), 21);
+	tm_fill(big, sizeof(big), 22);
+	assert_int_equal(fi_tsend(o.ep, small, sizeof(small), NULL, to_t, 0x71, small), 0);
+	assert_int_equal(fi_tsend(o.ep, big, sizeof(big), NULL, to_t, 0x72, big), 0);
+	tm_progress(t, 200); /* both land as unexpected, sender unknown */
+	namelen = sizeof(name);
+	assert_int_equal(fi_getname(&o.ep->fid, name, &namelen), 0);
+	assert_int_equal(fi_av_insert(t->fx.av, name, 1, &ao, 0, NULL), 1);
+	assert_int_equal(fi_trecv(t->fx.ep, rsmall, sizeof(rsmall), NULL, ao, 0x71, 0, rsmall), 0);
+	assert_int_equal(fi_trecv(t->fx.ep, rbig, sizeof(rbig), NULL, ao, 0x72, 0, rbig), 0);
+	end = tm_now_ms() + 10000;
+	while ((!got_small || !got_big) && tm_now_ms() < end) {
+		(void)fi_cq_read(o.cq, NULL, 0); /* the sender progresses too */
+		if (!got_small && tm_wait_ms(t, rsmall, &c, 1) == 0) {
+			assert_int_equal(c.err, 0);
+			assert_int_equal(c.src, ao);
+			got_small = true;
+		}
+		if (!got_big && tm_wait_ms(t, rbig, &c, 1) == 0) {
+			assert_int_equal(c.err, 0);
+			assert_int_equal(c.src, ao);
+			got_big = true;
+		}
+	}
+	assert_true(got_small && got_big);
+	assert_int_equal(tm_check(rsmall, sizeof(rsmall), 21), sizeof(rsmall));
+	assert_int_equal(tm_check(rbig, sizeof(rbig), 22), sizeof(rbig));
+	fx_close(&o);
+}
+
 static void test_ordering(void **state)
 {
 	static const size_t mix[] = {0, 8, 100, 8192, 20000, 65536, TM_MIB, 17, 8193};
@@ -1228,6 +1277,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_unexpected_sizes, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_rndv_reachable, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_directed_recv, tm_setup, tm_teardown),
+		cmocka_unit_test_setup_teardown(test_directed_before_insert, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_ordering, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_peek, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_peek_claim, tm_setup, tm_teardown),
