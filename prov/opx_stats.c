@@ -54,6 +54,11 @@ static void opx_stats_snapshot_locked(const struct opx_ep *ep, struct opx_stats 
 	st->version = OPX_STATS_VERSION;
 	for (i = 0; i < OPX_DROP_MAX; i++)
 		st->drops[i] = opx_ep_drops(ep, (enum opx_drop_reason)i);
+	/* the udp wire's reliability module (opx_rel.c) */
+	st->retransmits = ep->rel.retransmits;
+	st->duplicates = ep->rel.dups;
+	st->nacks = ep->rel.nacks_sent;
+	st->peer_timeouts = ep->rel.peers_dead;
 }
 
 static int opx_stats_read(struct fid *fid, struct opx_stats *out)
@@ -203,6 +208,11 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 	fprintf(stderr, "  unexpected %" PRIu64 " (peak %" PRIu64 " B), queue peaks posted %" PRIu64
 		" unexpected %" PRIu64 ", credit stalls %" PRIu64 ", drops %" PRIu64 "\n",
 		st->ux_msgs, st->ux_bytes_peak, st->posted_peak, st->ux_peak, st->tx_eagain, drops);
+	if (ep->udp && ep->rel.flows)
+		fprintf(stderr,
+			"  udp wire: retransmits %" PRIu64 ", duplicates %" PRIu64 ", nacks %" PRIu64
+			", timeouts %" PRIu64 ", dead peers %" PRIu64 "\n",
+			st->retransmits, st->duplicates, st->nacks, ep->rel.timeouts, st->peer_timeouts);
 }
 
 /* Append this endpoint to the process's record and rewrite the file. */

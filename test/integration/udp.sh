@@ -6,7 +6,9 @@
 #     fi_pingpong -c (data checked), tagged and msg, 1 B .. 16 MiB around
 #     the thresholds (inline 16 B, one packet = the link MTU, 64 KiB), then
 #     under injected faults (drop, duplicate, reorder, corrupt at 1 % and
-#     5 %, fixed seeds so a failure replays).
+#     5 %, fixed seeds so a failure replays); opx_svc_test (addresses
+#     found through fi_getinfo(node, service) only) under 2 % loss, its
+#     telemetry counting the retransmissions.
 #  2. Two hosts (network namespaces from scripts/hosts.sh, jumbo frames):
 #     fi_pingpong across them, again with 1 % of UDP dropped by the
 #     kernel (nftables) and over a 1500-byte path; then the project's MPI
@@ -60,6 +62,24 @@ for f in "DROP=1" "DROP=5" "DUP=5" "REORDER=5" "CORRUPT=5" "DROP=1 DUP=1 REORDER
 	seed=$((seed + 1))
 done
 rm -f /tmp/opx-udp-pp.$$
+# fabtests' address flow (fi_getinfo(node, service), no out-of-band
+# exchange) over the udp wire with 2 % loss; the telemetry counts the
+# retransmissions
+svc=${OPX_BUILD_DIR:-.}/test/integration/opx_svc_test
+if [ -x "$svc" ]; then
+	out=$(FI_OPX_WIRE=udp FI_OPX_FAULT_DROP=2 FI_OPX_FAULT_SEED=7 FI_OPX_STATS=stderr \
+		timeout 180 "$svc" 2>&1)
+	rc=$?
+	if [ $rc = 0 ] && ! grep -q "udp wire: retransmits [1-9]" <<<"$out"; then
+		echo "$out" | tail -5
+		echo "  no retransmissions counted under 2 % loss"
+		rc=1
+	fi
+	[ $rc = 0 ] || echo "$out" | tail -10
+	result "fi_getinfo(node, service) over the udp wire, 2 % loss, telemetry" $rc
+else
+	echo "SKIP: opx_svc_test not built ($svc)"
+fi
 
 # ---- 2. two hosts ---------------------------------------------------------
 if ! why=$(bash "$hosts" check 2>&1); then
