@@ -75,6 +75,8 @@ struct shim_udp_link {
 	bool dead;
 	void *mem;
 	size_t mem_len;
+	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
+	_Atomic uint64_t tx_ns;     /* ... and to it (keepalives fill silences) */
 	/* watchdog only */
 	uint32_t wd_acked;          /* send-ring head at its last look */
 	uint32_t wd_next;           /* next position to send again */
@@ -143,6 +145,14 @@ static uint32_t shim_udp_crc(const struct shim_dev *dev, uint32_t crc, const voi
 static uint32_t shim_udp_hash(uint32_t ip, uint16_t port)
 {
 	return ((ip * 2654435761u) ^ ((uint32_t)port * 40503u)) % SHIM_UDP_HASH;
+}
+
+static uint64_t shim_udp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t shim_udp_rand(struct shim_udp *u)
@@ -364,6 +374,7 @@ static void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
 	}
 	uh.crc = crc;
 	shim_udp_send(l->udp, &l->to, iov, n);
+	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
 }
 
 void shim_udp_kick(struct shim_peer_priv *pp)
@@ -415,6 +426,7 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
 	shim_udp_send(l->udp, &l->to, &iov, 1);
+	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
 	return 0;
 }
 
@@ -466,6 +478,19 @@ void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *
 	l = ((const struct shim_peer_priv *)peer)->link;
 	*acked = atomic_load_explicit(&peer->ctl->hdr_head, memory_order_relaxed) - l->base;
 	*sent = l->sent - l->base;
+}
+
+void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint64_t *tx_ns)
+{
+	const struct shim_udp_link *l;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP) {
+		*rx_ns = *tx_ns = 0;
+		return;
+	}
+	l = ((const struct shim_peer_priv *)peer)->link;
+	*rx_ns = atomic_load_explicit(&l->rx_ns, memory_order_relaxed);
+	*tx_ns = atomic_load_explicit(&l->tx_ns, memory_order_relaxed);
 }
 
 void shim_udp_fail(struct shim_peer *peer)
@@ -525,6 +550,7 @@ static void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce)
 	p->egr_credit_head = (uint32_t)(tail >> 32);
 	p->udp_ack = 0;
 	p->udp_epoch++;
+	atomic_store_explicit(&l->rx_ns, shim_udp_now(), memory_order_relaxed);
 	pthread_mutex_unlock(&l->udp->lock);
 }
 
@@ -534,14 +560,6 @@ static struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip,
 		if (l->to.sin_addr.s_addr == ip && l->to.sin_port == port)
 			return l;
 	return NULL;
-}
-
-static uint64_t shim_udp_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /*
@@ -556,7 +574,9 @@ static uint64_t shim_udp_now(void)
  * packets sending them again, a burst per tick (the acks that would say
  * which arrived wait unread), then backs off, and, when
  * datagrams wait unread in the socket (a peer sending again what it
- * already sent), repeats each flow's cumulative ack so that peer stops.
+ * already sent), repeats each flow's cumulative ack so that peer stops;
+ * and on a flow it has sent nothing on for a second it sends an ack as a
+ * keepalive, so peers tell a process that computes from one that died.
  * It reads the send rings under u->lock, which shim_udp_release() takes
  * before freeing entries; it never receives and never touches provider
  * state.
@@ -569,9 +589,10 @@ static uint64_t shim_udp_now(void)
 
 static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 {
-	uint64_t now = shim_udp_now();
+	uint64_t now = shim_udp_now(), app = atomic_load_explicit(&u->app_ns, memory_order_relaxed);
 
-	if (now - atomic_load_explicit(&u->app_ns, memory_order_relaxed) < SHIM_UDP_WD_IDLE_NS)
+	/* app 0: the owner never polled (a shim-level user, tests): not ours */
+	if (!app || now - app < SHIM_UDP_WD_IDLE_NS)
 		return;
 	pthread_mutex_lock(&u->lock);
 	for (uint32_t h = 0; h < SHIM_UDP_HASH; h++) {
@@ -582,7 +603,11 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 
 			if (l->dead || !l->udp)
 				continue;
-			if (unread && p->udp_ack)
+			/* an ack repeated for a peer resending, or a keepalive:
+			 * this process lives even while it does not progress */
+			if ((unread && p->udp_ack) ||
+			    now - atomic_load_explicit(&l->tx_ns, memory_order_relaxed) >
+				    SHIM_UDP_KEEPALIVE_NS)
 				shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);
 			if (head == sent || head != l->wd_acked) {
 				l->wd_acked = head;
@@ -717,6 +742,8 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	atomic_init(&p->refcnt, 0);
 	l->learned.ipv4 = ip;
 	l->learned.udp_port = port;
+	atomic_init(&l->rx_ns, shim_udp_now()); /* silence is counted from here */
+	atomic_init(&l->tx_ns, 0);
 	pthread_mutex_lock(&u->lock);
 	l->next = u->hash[h];
 	u->hash[h] = l;
@@ -882,6 +909,7 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 		else
 			l->remote_nonce = uh->src_nonce;
 	}
+	atomic_store_explicit(&l->rx_ns, shim_udp_now(), memory_order_relaxed);
 	if (l->learned.nonce != uh->src_nonce || !l->learned.lid) {
 		l->learned.host_id = uh->src_host;
 		l->learned.ipv4 = from->sin_addr.s_addr;

@@ -533,6 +533,11 @@ int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
 void shim_udp_release(struct shim_peer *peer, uint32_t ack);
 /* Send-ring state: psns below *acked are freed, below *sent transmitted. */
 void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
+/* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's
+ * creation before any) and to it (0: none yet). */
+void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint64_t *tx_ns);
+/* Keepalive period: a flow silent this long on our side gets an ack. */
+#define SHIM_UDP_KEEPALIVE_NS 1000000000ull
 /* The peer stopped answering: shim_peer_alive() says false from now on
  * and nothing more is transmitted to it. */
 void shim_udp_fail(struct shim_peer *peer);

@@ -35,6 +35,11 @@
  *                       (capped); no ack progress for FI_OPX_PEER_TIMEOUT
  *                       seconds: the peer is dead (shim_udp_fail) and the
  *                       endpoint's liveness checks fail what waits on it
+ *   liveness: a flow we sent nothing on for a second gets an ack as a
+ *     keepalive (from the shim's watchdog when the application does not
+ *     progress); nothing heard from a peer for FI_OPX_PEER_TIMEOUT seconds
+ *     makes it dead too, so a receiver waiting for a sender that died
+ *     gets its error as well
  *   a peer that restarts at the same address has another session nonce:
  *     the shim resets the link (epoch changes) and this flow starts over;
  *     datagrams of the previous life are dropped by the shim.
@@ -301,7 +306,24 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f,
 			     uint64_t now)
 {
+	uint64_t rx_ns, tx_ns;
 	uint32_t acked, sent;
+
+	/* Every live process sends something on each of its flows at least
+	 * every SHIM_UDP_KEEPALIVE_NS (traffic, acks, keepalives; its
+	 * watchdog when it does not progress), so silence for the peer
+	 * timeout means it died, whichever side waits for whom. */
+	shim_udp_times(peer, &rx_ns, &tx_ns);
+	if (shim_peer_alive(peer) &&
+	    now - rx_ns > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
+		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
+			 peer->lid, peer->ctx, opx_env.peer_timeout);
+		shim_udp_fail(peer);
+		ep->rel.peers_dead++;
+		return;
+	}
+	if (now - tx_ns > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
+		opx_rel_ack(ep, peer, f);
 
 	shim_udp_tx_state(peer, &acked, &sent);
 	if (acked == sent || !shim_peer_alive(peer)) {

@@ -4,8 +4,9 @@
  * (FI_OPX_WIRE=udp, loopback, FI_OPX_PEER_TIMEOUT=1), against a peer in
  * another process:
  *  - killed with SIGKILL mid-stream: the survivor's pending rendezvous
- *    send completes in error and later sends fail, within a bounded
- *    time, and the survivor still talks to others (itself);
+ *    send and a receive directed at the dead peer complete in error and
+ *    later sends fail, within a bounded time, and the survivor still
+ *    talks to others;
  *  - restarted at the same address (same UDP port): traffic with the new
  *    process works in both directions, data checked.
  * Every loop is bounded in count and time.
@@ -171,7 +172,7 @@ static void tr_reap(pid_t pid)
 /* A peer killed mid-stream: errors, not a hang. */
 static void test_rel_peer_killed(void **state)
 {
-	static uint8_t big[1 << 20], small[4096];
+	static uint8_t big[1 << 20], small[4096], rsmall[64];
 	struct shim_addr name;
 	struct fx_env e;
 	fi_addr_t peer;
@@ -187,8 +188,10 @@ static void test_rel_peer_killed(void **state)
 	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
 	tr_echo(&e, peer, 100, 1);
 	tr_echo(&e, peer, 200000, 2); /* rendezvous both ways */
-	/* a rendezvous send the dead will never answer */
+	/* a rendezvous send the dead will never answer, and a receive
+	 * directed at it that it will never satisfy */
 	assert_int_equal(fi_tsend(e.ep, big, sizeof(big), NULL, peer, 0x5, big), 0);
+	assert_int_equal(fi_trecv(e.ep, rsmall, sizeof(rsmall), NULL, peer, 0x9, 0, rsmall), 0);
 	tr_reap(pid);
 	t0 = tr_now_ms();
 	while (tr_now_ms() - t0 < TR_WAIT_MS) {
@@ -205,6 +208,8 @@ static void test_rel_peer_killed(void **state)
 		      (unsigned long long)(tr_now_ms() - t0));
 	assert_int_equal(rc, -FI_ECONNREFUSED);
 	assert_int_equal(tr_wait(&e, big, &err, TR_WAIT_MS), 0);
+	assert_int_not_equal(err, 0);
+	assert_int_equal(tr_wait(&e, rsmall, &err, TR_WAIT_MS), 0);
 	assert_int_not_equal(err, 0);
 	assert_int_equal(fi_tsend(e.ep, small, 8, NULL, peer, 0x6, NULL), -FI_ECONNREFUSED);
 	/* still talks to a live peer (a new one) */
