@@ -60,9 +60,6 @@
 #define OPX_REL_BURST 32u          /* packets sent again per timeout */
 #define OPX_REL_RX_BATCH 16
 #define OPX_REL_MP_MAX 64u         /* packets of one multi-packet eager message */
-/* Without any udp flow the socket is polled once every this many
- * progress calls (a first contact waits that long); with flows, always. */
-#define OPX_REL_IDLE_POLL_MASK 255u
 
 struct opx_rel_slot {
 	bool used;
@@ -386,8 +383,6 @@ void opx_rel_progress(struct opx_ep *ep)
 	uint64_t now;
 	int n;
 
-	if (!ep->rel.flows && (ep->rel.polls++ & OPX_REL_IDLE_POLL_MASK))
-		return;
 	n = shim_udp_recv(ep->shim, pkts, OPX_REL_RX_BATCH);
 	now = opx_rel_now();
 	for (int i = 0; i < n; i++) {
@@ -460,7 +455,6 @@ void opx_rel_linger(struct opx_ep *ep)
 			last_left = left;
 			moved = now;
 		}
-		ep->rel.polls = 0;
 		opx_rel_progress(ep);
 	}
 }

@@ -469,7 +469,10 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 
 	if (!ep->enabled)
 		return;
-	if (__builtin_expect(ep->udp, 0))
+	/* the udp socket: every time once there are udp flows, else now and
+	 * then for a first contact (a system call is not free) */
+	if (__builtin_expect(ep->udp, 0) &&
+	    (ep->rel.flows || !(ep->rel.polls++ & OPX_REL_IDLE_POLL_MASK)))
 		opx_rel_progress(ep);
 	budget = opx_rx_budget(ep);
 	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
