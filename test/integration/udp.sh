@@ -93,6 +93,23 @@ prefix=opxu
 cleanup() { bash "$hosts" down $prefix >/dev/null 2>&1; }
 trap cleanup EXIT
 
+# hosts.sh holds 198.18.0.0/24 for one set of hosts at a time: wait (at
+# most 10 minutes) while another run's hosts are up.
+hosts_up() { # extra env for hosts.sh as VAR=value...
+	local i
+	for ((i = 0; i < 60; i++)); do
+		if env "$@" bash "$hosts" up 2 $prefix >/tmp/opx-udp-up.$$ 2>&1; then
+			rm -f /tmp/opx-udp-up.$$
+			return 0
+		fi
+		grep -q "already up\|already in use" /tmp/opx-udp-up.$$ || break
+		sleep 10
+	done
+	cat /tmp/opx-udp-up.$$
+	rm -f /tmp/opx-udp-up.$$
+	return 1
+}
+
 # fi_pingpong between opxu1 (server) and opxu2, on a port retried if busy
 pp_hosts() { # label size...
 	local label=$1 ok=0 s port try
@@ -127,7 +144,7 @@ pp_hosts() { # label size...
 	result "$label" $ok
 }
 
-if bash "$hosts" up 2 $prefix >/dev/null; then
+if hosts_up; then
 	pp_hosts "2 hosts, jumbo frames, sizes $sizes" $sizes
 	if bash "$hosts" drop ${prefix}1 1 >/dev/null 2>&1 &&
 	   bash "$hosts" drop ${prefix}2 1 >/dev/null 2>&1; then
@@ -156,7 +173,7 @@ else
 	result "create 2 hosts" 1
 fi
 
-if HOSTS_MTU=1500 bash "$hosts" up 2 $prefix >/dev/null; then
+if hosts_up HOSTS_MTU=1500; then
 	pp_hosts "2 hosts, 1500-byte path" 1 1343 1344 1345 8193 1048576
 	cleanup
 else
