@@ -158,7 +158,7 @@ int bench_sock_server(uint16_t port)
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
 	int one = 1, lfd, fd;
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sa.sin_addr.s_addr = htonl(INADDR_ANY); /* clients on other hosts too */
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (lfd < 0)
 		bench_die("socket", 0);
