@@ -307,7 +307,7 @@ struct opx_ep {
 /* opx_rel.c: reliability over the udp wire (lock held).  Without any udp
  * flow the socket is polled once every OPX_REL_IDLE_POLL_MASK + 1
  * progress calls (a first contact waits that long); with flows, always. */
-#define OPX_REL_IDLE_POLL_MASK 255u
+#define OPX_REL_IDLE_POLL_MASK 4095u
 void opx_rel_progress(struct opx_ep *ep);
 void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowledged */
 void opx_rel_fini(struct opx_ep *ep);
