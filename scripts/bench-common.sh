@@ -1,8 +1,9 @@
 # shellcheck shell=bash disable=SC2034  # variables are used by the sourcing script
 # SPDX-License-Identifier: BSD-2-Clause
-# bench-common.sh - sourced by bench.sh and bench-large.sh: where the build
-# is, which providers to compare, how server and client are pinned, and a
-# scratch directory removed on exit.  Expects BENCH_NAME to be set.
+# bench-common.sh - sourced by every bench-*.sh script: where the build
+# is, which providers to compare, how server and client are pinned, a
+# scratch directory removed on exit, and the helpers that fold repeated
+# runs into one figure per cell.  Expects BENCH_NAME to be set.
 
 # Default build directory: the current one when it holds a build (make
 # bench), else <repo>/build as left by scripts/main-job.sh.
@@ -95,4 +96,40 @@ bench_plots_done() {
 	elif ! command -v gnuplot >/dev/null 2>&1; then
 		echo "plots: skipped (gnuplot not installed: apt-get install gnuplot-nox)"
 	fi
+}
+
+# why FILE...: the last non-empty line of the given logs, for the failure list.
+why() {
+	cat "$@" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c 1-120
+}
+
+# better KIND A B: the better of two figures (A may be empty); KIND is min
+# (lower is better: latencies) or max.
+better() {
+	awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN {
+		if (a == "") { print b; exit }
+		if (m == "min") print (b + 0 < a + 0) ? b : a;
+		else print (b + 0 > a + 0) ? b : a }'
+}
+
+# kind MODE: how figures of MODE compare: min for latencies (lat, put_lat...),
+# max for everything else.
+kind() {
+	case $1 in *_lat | lat) echo min ;; *) echo max ;; esac
+}
+
+# keep KEY KIND VALUE: fold VALUE into VAL[KEY] (an associative array of
+# the sourcing script) unless the cell failed; "skip" counts as empty.
+keep() {
+	local old=${VAL[$1]:-}
+	[ "$old" = fail ] && return
+	[ "$old" = skip ] && old=
+	VAL[$1]=$(better "$2" "$old" "$3")
+}
+
+# ratio A B: A/B with two decimals, or "-" when either is not a number.
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b;
+		else printf "-" }'
 }

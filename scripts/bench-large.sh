@@ -68,20 +68,6 @@ declare -A MPIVAL   # "<label>/<mode>/<size>" -> best figure, fail or skip
 FAILURES=()
 NOTES=()
 
-
-# why FILE...: the last non-empty line of the given logs, for the failure list.
-why() {
-	cat "$@" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c 1-100
-}
-
-# better MODE A B: the better of two figures (A may be empty).
-better() {
-	awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN {
-		if (a == "") { print b; exit }
-		if (m == "lat") print (b + 0 < a + 0) ? b : a;
-		else print (b + 0 > a + 0) ? b : a }'
-}
-
 # fabric_run PROV MODE SIZE: one opx_bw server/client pair on a fresh
 # port; sets FIG to the figure (MBps, or usec for lat) and returns 0, or
 # records the failure and returns 1.  Not meant for $(...): it updates
@@ -143,13 +129,6 @@ fabric_pair() {
 	return $crc
 }
 
-# ratio A B: A/B with two decimals, or "-" when either is not a number.
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b;
-		else printf "-" }'
-}
-
 echo "opx large-message benchmark: $(uname -n), $(nproc) cores, $pinning"
 echo "libfabric $(pkg-config --modversion libfabric 2>/dev/null || echo '?'), FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other jobs on this machine slow every figure)"
@@ -191,7 +170,7 @@ for size in $SIZES; do
 					continue
 				fi
 				if fabric_run "$prov" "$mode" "$size"; then
-					VAL[$key]=$(better "$mode" "${VAL[$key]:-}" "$FIG")
+					VAL[$key]=$(better "$(kind "$mode")" "${VAL[$key]:-}" "$FIG")
 				else
 					VAL[$key]=fail
 				fi
@@ -257,7 +236,7 @@ mpi_run() {
 			if [ -z "$v" ]; then
 				MPIVAL[$key]=fail
 			elif [ "${MPIVAL[$key]:-}" != fail ]; then
-				MPIVAL[$key]=$(better "$mode" "${MPIVAL[$key]:-}" "$v")
+				MPIVAL[$key]=$(better "$(kind "$mode")" "${MPIVAL[$key]:-}" "$v")
 			fi
 		done
 	done

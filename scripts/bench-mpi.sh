@@ -94,18 +94,6 @@ stack_args() {
 	esac
 }
 
-# keep KEY VALUE BETTER: store VALUE unless a better one is there
-# (BETTER is "min" or "max").
-keep() {
-	local old=${VAL[$1]:-}
-	if [ -z "$old" ] || [ "$old" = fail ]; then
-		VAL[$1]=$2
-	else
-		VAL[$1]=$(awk -v a="$old" -v b="$2" -v m="$3" \
-			'BEGIN { print (m == "min" ? (b + 0 < a + 0) : (b + 0 > a + 0)) ? b : a }')
-	fi
-}
-
 p2p_run() {
 	local st=$1 out=$tmp/p2p.$1 rc size line v
 	stack_args "$st"
@@ -117,15 +105,15 @@ p2p_run() {
 	for size in $SIZES; do
 		line=$(grep "^mpi label=$st mode=lat size=$size " "$out" | tail -n 1)
 		v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
-		[ -n "$v" ] && keep "$st/lat/$size" "$v" min
+		[ -n "$v" ] && keep "$st/lat/$size" min "$v"
 		for mode in bw bibw; do
 			line=$(grep "^mpi label=$st mode=$mode size=$size " "$out" | tail -n 1)
 			v=$(sed -n 's/.* MBps=\([0-9.]*\).*/\1/p' <<<"$line")
 			[ -z "$v" ] && continue
-			keep "$st/$mode/$size" "$v" max
+			keep "$st/$mode/$size" max "$v"
 			# messages per second of the one-way stream
-			[ $mode = bw ] && keep "$st/rate/$size" \
-				"$(awk -v m="$v" -v s="$size" 'BEGIN { printf "%.0f", m * 1e6 / s }')" max
+			[ $mode = bw ] && keep "$st/rate/$size" max \
+				"$(awk -v m="$v" -v s="$size" 'BEGIN { printf "%.0f", m * 1e6 / s }')"
 		done
 	done
 }
@@ -144,7 +132,7 @@ coll_run() {
 		op=$(sed -n 's/.* op=\([a-z]*\) .*/\1/p' <<<"$line")
 		size=$(sed -n 's/.* size=\([0-9]*\) .*/\1/p' <<<"$line")
 		v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
-		[ -n "$op" ] && [ -n "$v" ] && keep "$st/$op/np$np/$size" "$v" min
+		[ -n "$op" ] && [ -n "$v" ] && keep "$st/$op/np$np/$size" min "$v"
 	done < <(grep "^coll label=$st " "$out")
 }
 

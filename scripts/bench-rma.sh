@@ -91,32 +91,6 @@ declare -A VAL # "<prov>/<pass>/<op>/<size>" -> best figure, fail or skip
 FAILURES=()
 NOTES=()
 
-# why FILE...: the last non-empty line of the given logs, for the failure list.
-why() {
-	cat "$@" 2>/dev/null | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c 1-120
-}
-
-# better KIND A B: the better of two figures (A may be empty); KIND min or max.
-better() {
-	awk -v m="$1" -v a="$2" -v b="$3" 'BEGIN {
-		if (a == "") { print b; exit }
-		if (m == "min") print (b + 0 < a + 0) ? b : a;
-		else print (b + 0 > a + 0) ? b : a }'
-}
-
-# keep KEY KIND VALUE: fold VALUE into VAL[KEY] unless the cell failed.
-keep() {
-	local old=${VAL[$1]:-}
-	[ "$old" = fail ] && return
-	[ "$old" = skip ] && old=
-	VAL[$1]=$(better "$2" "$old" "$3")
-}
-
-# kind OP: how figures of OP compare (latency: lower is better).
-kind() {
-	case $1 in *_lat | lat) echo min ;; *) echo max ;; esac
-}
-
 # ---- libfabric: opx_rma ---------------------------------------------------
 
 # The points of one pass in the order opx_rma measures them.
@@ -251,13 +225,6 @@ fab_table() {
 		bench_dat "rma-$pass-$op" "$size" "$a" "$b"
 	done
 	echo
-}
-
-# ratio A B: A/B with two decimals, or "-" when either is not a number.
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b;
-		else printf "-" }'
 }
 
 # ---- Open MPI: mpi_put --------------------------------------------------

@@ -125,13 +125,6 @@ rate() {
 	echo "${best:-skip}"
 }
 
-# ratio A B: A/B with two decimals, or "-" when either is not a number.
-ratio() {
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b;
-		else printf "-" }'
-}
-
 p0=${PROVS[0]}
 
 # header: "size <prov>... <p0>/<prov>..."
