@@ -116,32 +116,6 @@ struct shim_udp {
 /* ---------------------------------------------------------------------
  * Helpers
  */
-static uint32_t shim_crc_tab[256];
-
-static uint32_t shim_crc32c_table(uint32_t crc, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	if (!shim_crc_tab[1]) {
-		for (uint32_t i = 0; i < 256; i++) {
-			uint32_t c = i;
-			for (int k = 0; k < 8; k++)
-				c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
-			shim_crc_tab[i] = c;
-		}
-	}
-	crc = ~crc;
-	while (len--)
-		crc = shim_crc_tab[(crc ^ *p++) & 0xffu] ^ (crc >> 8);
-	return ~crc;
-}
-
-static uint32_t shim_udp_crc(const struct shim_dev *dev, uint32_t crc, const void *buf, size_t len)
-{
-	return dev->params.crc32c ? dev->params.crc32c(crc, buf, len)
-				  : shim_crc32c_table(crc, buf, len);
-}
-
 static uint32_t shim_udp_hash(uint32_t ip, uint16_t port)
 {
 	return ((ip * 2654435761u) ^ ((uint32_t)port * 40503u)) % SHIM_UDP_HASH;
@@ -351,7 +325,6 @@ static void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
 {
 	const struct shim_peer *p = &l->pp.pub;
 	const struct shim_rhq_entry *e = &p->hdrq[pos & p->hdrq_mask];
-	const struct shim_dev *dev = l->udp->ctx->dev;
 	struct shim_udp_hdr uh;
 	struct iovec iov[3];
 	int n = 2;
@@ -364,12 +337,12 @@ static void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
 	iov[0].iov_len = sizeof(uh);
 	iov[1].iov_base = (void *)&e->hdr;
 	iov[1].iov_len = sizeof(e->hdr);
-	crc = shim_udp_crc(dev, 0, &uh, sizeof(uh));
-	crc = shim_udp_crc(dev, crc, &e->hdr, sizeof(e->hdr));
+	crc = shim_crc32c(0, &uh, sizeof(uh));
+	crc = shim_crc32c(crc, &e->hdr, sizeof(e->hdr));
 	if (e->rhf & SHIM_RHF_EGR) {
 		iov[2].iov_base = p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
 		iov[2].iov_len = e->hdr.paylen;
-		crc = shim_udp_crc(dev, crc, iov[2].iov_base, iov[2].iov_len);
+		crc = shim_crc32c(crc, iov[2].iov_base, iov[2].iov_len);
 		n = 3;
 	}
 	uh.crc = crc;
@@ -422,7 +395,7 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32
 		return -ENOENT;
 	shim_udp_hdr_fill(l, &uh, type, psn);
 	uh.rhf = type == SHIM_UDP_NACK ? mask : 0;
-	uh.crc = shim_udp_crc(l->udp->ctx->dev, 0, &uh, sizeof(uh));
+	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
 	shim_udp_send(l->udp, &l->to, &iov, 1);
@@ -825,7 +798,6 @@ struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev)
  */
 static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim_udp_pkt *pkt)
 {
-	const struct shim_dev *dev = u->ctx->dev;
 	struct shim_udp_hdr *uh = &pkt->uh;
 	uint32_t crc, want;
 
@@ -841,7 +813,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 	}
 	want = uh->crc;
 	((struct shim_udp_hdr *)d)->crc = 0;
-	crc = shim_udp_crc(dev, 0, d, n);
+	crc = shim_crc32c(0, d, n);
 	if (crc != want) {
 		u->st.drop_crc++;
 		return false;

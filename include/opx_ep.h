@@ -381,10 +381,7 @@ void opx_rx_advertise(struct opx_ep *ep);
 
 /* opx_csum.c: CRC32C of a packet (header with psn zeroed, then the eager
  * payload when pay is not NULL), what OPX_PF_CSUM packets carry in psn. */
-uint32_t opx_crc32c(uint32_t crc, const void *buf, size_t len);
 uint32_t opx_pkt_csum(const struct shim_pkt_hdr *h, const uint8_t *pay);
-void opx_csum_init(void);
-bool opx_csum_force_sw(bool sw); /* tests: table path on any CPU */
 
 /* opx_msg.c: transmit core */
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,

@@ -292,9 +292,6 @@ struct shim_dev_params {
 	/* The udp wire (shim_udp.c). */
 	int wire;             /* SHIM_WIRE_AUTO, _SHM (no udp socket) or _UDP (every peer) */
 	char iface[32];       /* interface to bind ("" = first up, not loopback) */
-	/* CRC32C over datagrams; the provider has the fast one.  NULL: a
-	 * plain table implementation in the shim. */
-	uint32_t (*crc32c)(uint32_t crc, const void *buf, size_t len);
 	struct shim_fault fault; /* injected on transmit, udp only */
 };
 
@@ -551,6 +548,15 @@ void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st);
 
 /* Error mapping from the shim's -errno to strings for logs. */
 const char *shim_strerror(int err);
+
+/* CRC32C (shim_crc.c): the udp wire's datagram CRC and the provider's
+ * packet checksum.  shim_crc32c chains (crc of a buffer = crc over its
+ * pieces in order); shim_crc32c_wide is the faster three-lane variant for
+ * long buffers (a different value, the same on every machine). */
+void shim_crc_init(void);
+uint32_t shim_crc32c(uint32_t crc, const void *buf, size_t len);
+uint32_t shim_crc32c_wide(uint32_t crc, const void *buf, size_t len);
+bool shim_crc_force_sw(bool sw); /* tests: the table on any CPU; returns the old setting */
 
 /* ---------------------------------------------------------------------
  * PIO fast path, inline.  Lock needed: none across processes; within one

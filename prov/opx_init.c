@@ -530,7 +530,7 @@ static void opx_params_load(void)
 
 static void opx_ini_once_fn(void)
 {
-	opx_csum_init();
+	shim_crc_init();
 	opx_params_define();
 	opx_params_load();
 }
@@ -697,7 +697,6 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	dp->wire = opx_env.wire;
 	if (opx_env.iface)
 		snprintf(dp->iface, sizeof(dp->iface), "%s", opx_env.iface);
-	dp->crc32c = opx_crc32c;
 	dp->fault = opx_env.fault;
 }
 
