@@ -7,4 +7,5 @@ set -eu
 dir=${OPX_BUILD_DIR:-.}/test/unit
 export FI_OPX_RNDV_CMA=0
 "$dir/test_match"
+"$dir/test_match_queue"
 "$dir/test_thread"
