@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "fixture.h"
 
@@ -219,4 +220,36 @@ int fx_teardown(void **state)
 	free(e);
 	*state = NULL;
 	return 0;
+}
+
+uint64_t fx_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int fx_cq_wait(struct fid_cq *cq, void *ctx, unsigned ms, struct fi_cq_tagged_entry *out)
+{
+	uint64_t end = fx_now_ms() + ms;
+	struct fi_cq_tagged_entry e;
+
+	do {
+		ssize_t n = fi_cq_read(cq, &e, 1);
+
+		if (n == 1 && e.op_context == ctx) {
+			if (out)
+				*out = e;
+			return 0;
+		}
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee;
+
+			memset(&ee, 0, sizeof(ee));
+			if (fi_cq_readerr(cq, &ee, 0) == 1 && ee.op_context == ctx)
+				return ee.err;
+		}
+	} while (fx_now_ms() <= end);
+	return -FI_ETIMEDOUT;
 }

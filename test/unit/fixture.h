@@ -80,4 +80,15 @@ void fx_close(struct fx_env *e);
 int fx_setup(void **state);
 int fx_teardown(void **state);
 
+/* CLOCK_MONOTONIC in milliseconds, for the deadlines of bounded waits. */
+uint64_t fx_now_ms(void);
+
+/* Read cq one entry at a time until the completion of ctx shows up or ms
+ * milliseconds have passed (it reads at least once; the deadline is
+ * inclusive).  Other completions read on the way, successful or in
+ * error, are dropped: loopback sends complete on the same CQ.  Returns
+ * 0 (*out filled when out is not NULL), the positive FI_E* error of an
+ * error completion for ctx, or -FI_ETIMEDOUT. */
+int fx_cq_wait(struct fid_cq *cq, void *ctx, unsigned ms, struct fi_cq_tagged_entry *out);
+
 #endif /* OPX_TEST_FIXTURE_H */

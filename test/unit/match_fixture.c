@@ -5,19 +5,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "match_fixture.h"
 
 static bool tm_skip_noted;
-
-uint64_t tm_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Byte patterns that differ per message (seed) and per offset, so a
  * shifted, truncated or swapped copy is detected. */
@@ -107,7 +98,7 @@ void tm_poll(struct tm_env *t)
  * fills *out, or -FI_ETIMEDOUT. */
 int tm_wait_ms(struct tm_env *t, void *ctx, struct tm_comp *out, unsigned ms)
 {
-	uint64_t end = tm_now_ms() + ms;
+	uint64_t end = fx_now_ms() + ms;
 
 	for (;;) {
 		for (size_t i = 0; i < t->nseen; i++) {
@@ -119,7 +110,7 @@ int tm_wait_ms(struct tm_env *t, void *ctx, struct tm_comp *out, unsigned ms)
 			t->nseen--;
 			return 0;
 		}
-		if (tm_now_ms() > end)
+		if (fx_now_ms() > end)
 			return -FI_ETIMEDOUT;
 		tm_poll(t);
 	}
@@ -152,13 +143,13 @@ void tm_expect_none(struct tm_env *t, void *ctx, unsigned ms)
 void tm_tsend(struct tm_env *t, struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 		     uint64_t tag, uint64_t data, bool with_data, void *ctx)
 {
-	uint64_t end = tm_now_ms() + TM_WAIT_MS;
+	uint64_t end = fx_now_ms() + TM_WAIT_MS;
 	ssize_t rc;
 
 	for (;;) {
 		rc = with_data ? fi_tsenddata(ep, buf, len, NULL, data, dest, tag, ctx)
 			       : fi_tsend(ep, buf, len, NULL, dest, tag, ctx);
-		if (rc != -FI_EAGAIN || tm_now_ms() > end)
+		if (rc != -FI_EAGAIN || fx_now_ms() > end)
 			break;
 		tm_poll(t);
 	}

@@ -53,7 +53,6 @@ struct tm_env {
 #define TM_RECV_TAGGED (FI_RECV | FI_TAGGED)
 #define TM_FLAG_MASK (FI_RECV | FI_SEND | FI_TAGGED | FI_MSG | FI_REMOTE_CQ_DATA | FI_MULTI_RECV)
 
-uint64_t tm_now_ms(void);
 /* Fill buf with the pattern of seed; tm_check returns the index of the
  * first wrong byte, or len when all are right.  The pattern differs per
  * message (seed) and per offset, so a shifted, truncated or swapped copy

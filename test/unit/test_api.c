@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_collective.h>
@@ -21,41 +20,6 @@
 #include "fixture.h"
 
 #define TA_WAIT_MS 2000
-
-static uint64_t ta_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Wait for the completion of ctx; other successful completions are
- * skipped (loopback sends complete on the same CQ).  Returns 0, the
- * positive error of an error completion, or -FI_ETIMEDOUT. */
-static int ta_wait(struct fid_cq *cq, void *ctx, struct fi_cq_tagged_entry *out)
-{
-	uint64_t end = ta_now_ms() + TA_WAIT_MS;
-	struct fi_cq_tagged_entry e;
-
-	while (ta_now_ms() <= end) {
-		ssize_t n = fi_cq_read(cq, &e, 1);
-
-		if (n == 1 && e.op_context == ctx) {
-			if (out)
-				*out = e;
-			return 0;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee;
-
-			memset(&ee, 0, sizeof(ee));
-			if (fi_cq_readerr(cq, &ee, 0) == 1 && ee.op_context == ctx)
-				return ee.err;
-		}
-	}
-	return -FI_ETIMEDOUT;
-}
 
 /* The objects still work: a tagged message to self arrives intact. */
 static void ta_round_trip(struct fx_env *e)
@@ -70,7 +34,7 @@ static void ta_round_trip(struct fx_env *e)
 	memset(rbuf, 0, sizeof(rbuf));
 	assert_int_equal(fi_trecv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x77, 0, &rctx), 0);
 	assert_int_equal(fi_tsend(e->ep, sbuf, sizeof(sbuf), NULL, e->self, 0x77, &sctx), 0);
-	assert_int_equal(ta_wait(e->cq, &rctx, &ce), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &rctx, TA_WAIT_MS, &ce), 0);
 	assert_int_equal(ce.len, sizeof(sbuf));
 	assert_string_equal(rbuf, sbuf);
 	/* the send completion may have been skipped while waiting above */
@@ -244,7 +208,7 @@ static void test_ops_before_enable(void **state)
 	assert_int_equal(fi_enable(ep), 0);
 	assert_int_equal(fi_trecv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 1, 0, &rctx), 0);
 	assert_int_equal(fi_tsend(ep, buf, sizeof(buf), NULL, e->self, 1, &ctx), 0);
-	assert_int_equal(ta_wait(e->cq, &rctx, &ce), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &rctx, TA_WAIT_MS, &ce), 0);
 	assert_string_equal(rbuf, "early");
 	assert_int_equal(fi_close(&ep->fid), 0);
 	ta_round_trip(e);
@@ -334,7 +298,7 @@ static void test_inject_size(void **state)
 	assert_int_equal(fi_trecv(e->ep, rbuf, inj, NULL, FI_ADDR_UNSPEC, 2, 0, &rctx), 0);
 	assert_int_equal(fi_tinject(e->ep, buf, inj, e->self, 2), 0);
 	memset(buf, 0, inj);
-	assert_int_equal(ta_wait(e->cq, &rctx, &ce), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &rctx, TA_WAIT_MS, &ce), 0);
 	assert_int_equal(ce.len, inj);
 	for (size_t i = 0; i < inj; i++)
 		assert_int_equal(rbuf[i], 'i');

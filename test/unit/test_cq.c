@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -53,14 +52,6 @@ static int group_teardown(void **state)
 	(void)state;
 	fx_close(&g_env);
 	return 0;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static struct fid_cq *open_cq(enum fi_cq_format format, enum fi_wait_obj wait, size_t size)
@@ -387,11 +378,11 @@ static void test_cq_sread_timeout(void **state)
 {
 	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC, 0);
 	struct fi_cq_entry e;
-	int64_t t0 = now_ms();
+	uint64_t t0 = fx_now_ms();
 
 	(void)state;
 	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 100), -FI_EAGAIN);
-	int64_t dt = now_ms() - t0;
+	uint64_t dt = fx_now_ms() - t0;
 	assert_true(dt >= 90);
 	assert_true(dt < 3000);
 
@@ -441,9 +432,9 @@ static void test_cq_sread_wakes(void **state)
 	(void)state;
 	assert_true(opx_of(cq)->domain->lock.on); /* the reporter really races us */
 	assert_int_equal(pthread_create(&t, NULL, delayed_thread, &d), 0);
-	int64_t t0 = now_ms();
+	uint64_t t0 = fx_now_ms();
 	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 5000), 1);
-	assert_true(now_ms() - t0 < 4000);
+	assert_true(fx_now_ms() - t0 < 4000);
 	assert_ptr_equal(e.op_context, (void *)99);
 	pthread_join(t, NULL);
 	assert_int_equal(fi_close(&cq->fid), 0);
@@ -458,10 +449,10 @@ static void test_cq_signal(void **state)
 
 	(void)state;
 	assert_int_equal(pthread_create(&t, NULL, delayed_thread, &d), 0);
-	int64_t t0 = now_ms();
+	uint64_t t0 = fx_now_ms();
 	/* man fi_cq: a signaled sread with nothing to read returns -FI_EAGAIN */
 	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 5000), -FI_EAGAIN);
-	assert_true(now_ms() - t0 < 4000);
+	assert_true(fx_now_ms() - t0 < 4000);
 	pthread_join(t, NULL);
 	/* the signal was consumed: the next sread times out normally */
 	assert_int_equal(fi_cq_sread(cq, &e, 1, NULL, 20), -FI_EAGAIN);
@@ -482,9 +473,9 @@ static void test_cq_sread_threshold(void **state)
 	report(cq, 1, FI_SEND, 0, 0, 0, 0);
 	report(cq, 2, FI_SEND, 0, 0, 0, 0);
 	/* below the threshold: waits out the timeout, then returns what is there */
-	int64_t t0 = now_ms();
+	uint64_t t0 = fx_now_ms();
 	assert_int_equal(fi_cq_sread(cq, e, 4, &thr, 50), 2);
-	assert_true(now_ms() - t0 >= 40);
+	assert_true(fx_now_ms() - t0 >= 40);
 	report(cq, 3, FI_SEND, 0, 0, 0, 0);
 	report(cq, 4, FI_SEND, 0, 0, 0, 0);
 	report(cq, 5, FI_SEND, 0, 0, 0, 0);
@@ -702,9 +693,9 @@ static void test_cntr_wait(void **state)
 	assert_int_equal(fi_cntr_wait(c, 4, 0), 0);
 
 	/* timeout */
-	int64_t t0 = now_ms();
+	uint64_t t0 = fx_now_ms();
 	assert_int_equal(fi_cntr_wait(c, 5, 60), -FI_ETIMEDOUT);
-	int64_t dt = now_ms() - t0;
+	uint64_t dt = fx_now_ms() - t0;
 	assert_true(dt >= 50 && dt < 3000);
 	assert_int_equal(fi_cntr_readerr(c), 0); /* unchanged by a timeout */
 
@@ -717,9 +708,9 @@ static void test_cntr_wait(void **state)
 	/* an error unblocks the waiter */
 	b.err = true;
 	assert_int_equal(pthread_create(&t, NULL, cntr_bump_thread, &b), 0);
-	t0 = now_ms();
+	t0 = fx_now_ms();
 	assert_int_equal(fi_cntr_wait(c, 100, 5000), -FI_EAVAIL);
-	assert_true(now_ms() - t0 < 4000);
+	assert_true(fx_now_ms() - t0 < 4000);
 	pthread_join(t, NULL);
 	assert_int_equal(fi_cntr_readerr(c), 1);
 

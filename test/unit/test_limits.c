@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -27,14 +26,6 @@
 
 #define TL_CHILD "--limits-child"
 #define TL_WAIT_MS 5000
-
-static uint64_t tl_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static uint8_t tl_pat(unsigned seed, size_t i)
 {
@@ -75,14 +66,14 @@ static int tl_run_child(const char *mode, const char *const *env, unsigned deadl
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
-	end = tl_now_ms() + deadline_ms;
+	end = fx_now_ms() + deadline_ms;
 	for (;;) {
 		pid_t w = waitpid(pid, &status, WNOHANG);
 
 		if (w == pid)
 			break;
 		assert_int_not_equal(w, -1);
-		if (tl_now_ms() > end) {
+		if (fx_now_ms() > end) {
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, &status, 0);
 			print_message("child '%s' killed at its deadline\n", mode);
@@ -110,10 +101,10 @@ static int tl_run_child(const char *mode, const char *const *env, unsigned deadl
 /* Wait for the completion of ctx on cq (others are skipped). */
 static int tl_wait(struct fid_cq *cq, void *ctx, struct fi_cq_tagged_entry *out)
 {
-	uint64_t end = tl_now_ms() + TL_WAIT_MS;
+	uint64_t end = fx_now_ms() + TL_WAIT_MS;
 	struct fi_cq_tagged_entry ent;
 
-	while (tl_now_ms() <= end) {
+	while (fx_now_ms() <= end) {
 		ssize_t n = fi_cq_read(cq, &ent, 1);
 
 		if (n == 1 && ent.op_context == ctx) {
@@ -266,8 +257,8 @@ static int tl_child_xchg(void)
 		if (fi_trecv(e.ep, rbuf[i], len, NULL, peer, 0x500 + i, 0, &rctx[i]))
 			TL_FAIL(8, "trecv %zu\n", len);
 	}
-	end = tl_now_ms() + 20000;
-	while (left && tl_now_ms() < end) {
+	end = fx_now_ms() + 20000;
+	while (left && fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent[8];
 		ssize_t n;
 
@@ -315,8 +306,8 @@ static int tl_child_xchg(void)
 			TL_NX);
 	/* let the peer finish pulling from us before we close */
 	(void)!write(4, "x", 1);
-	end = tl_now_ms() + TL_WAIT_MS;
-	while (tl_now_ms() < end) {
+	end = fx_now_ms() + TL_WAIT_MS;
+	while (fx_now_ms() < end) {
 		char c;
 		struct fi_cq_tagged_entry ent;
 
@@ -486,7 +477,7 @@ static void tl_xchg(const char *const *env_a, const char *const *env_b)
 	close(ab[1]);
 	close(ba[0]);
 	close(ba[1]);
-	end = tl_now_ms() + 60000;
+	end = fx_now_ms() + 60000;
 	for (int c = 0; c < 2; c++) {
 		for (;;) {
 			pid_t w = waitpid(pid[c], &status[c], WNOHANG);
@@ -494,7 +485,7 @@ static void tl_xchg(const char *const *env_a, const char *const *env_b)
 			if (w == pid[c])
 				break;
 			assert_int_not_equal(w, -1);
-			if (tl_now_ms() > end) {
+			if (fx_now_ms() > end) {
 				kill(pid[0], SIGKILL);
 				kill(pid[1], SIGKILL);
 				(void)waitpid(pid[0], NULL, 0);
@@ -651,15 +642,15 @@ static void test_cq_full_receiver(void **state)
 		assert_int_equal(fi_cq_read(t.cq2, NULL, 0), 0);
 	assert_true(opx_cq_free_locked(OPX_CONTAINER_OF(t.cq2, struct opx_cq, cq_fid)) <
 		    TL_CAP);
-	end = tl_now_ms() + TL_WAIT_MS;
-	while (got < TL_NMSG && tl_now_ms() < end)
+	end = fx_now_ms() + TL_WAIT_MS;
+	while (got < TL_NMSG && fx_now_ms() < end)
 		got += tl_drain(t.cq2, rctx, rseen, TL_NMSG);
 	if (got != TL_NMSG)
 		fail_msg("%zu of %d receive completions arrived", got, TL_NMSG);
 	for (size_t i = 0; i < TL_NMSG; i++)
 		assert_int_equal(tl_check(rbuf[i], sizeof(rbuf[i]), (unsigned)i), sizeof(rbuf[i]));
-	end = tl_now_ms() + TL_WAIT_MS;
-	while (sent < TL_NMSG && tl_now_ms() < end)
+	end = fx_now_ms() + TL_WAIT_MS;
+	while (sent < TL_NMSG && fx_now_ms() < end)
 		sent += tl_drain(t.fx.cq, sctx, sseen, TL_NMSG);
 	assert_int_equal(sent, TL_NMSG);
 	tl_cq_close(&t);
@@ -672,7 +663,7 @@ static void test_cq_full_sender(void **state)
 	bool rseen[TL_NMSG] = {0}, sseen[TL_NMSG] = {0};
 	uint8_t rbuf[TL_NMSG][64], sbuf[64];
 	size_t posted = 0, sent = 0, got = 0, eagain = 0;
-	uint64_t end = tl_now_ms() + TL_WAIT_MS;
+	uint64_t end = fx_now_ms() + TL_WAIT_MS;
 
 	(void)state;
 	tl_cq_open(&t);
@@ -681,7 +672,7 @@ static void test_cq_full_sender(void **state)
 					  0xa00 + i, 0, &rctx[i]),
 				 0);
 	/* ep2 (capped CQ) sends without reading its CQ until pushed back */
-	while (posted < TL_NMSG && tl_now_ms() < end) {
+	while (posted < TL_NMSG && fx_now_ms() < end) {
 		ssize_t rc;
 
 		tl_fill(sbuf, sizeof(sbuf), (unsigned)posted + 50);
@@ -697,10 +688,10 @@ static void test_cq_full_sender(void **state)
 	}
 	assert_int_equal(posted, TL_NMSG);
 	assert_true(eagain > 0);
-	while (sent < TL_NMSG && tl_now_ms() < end)
+	while (sent < TL_NMSG && fx_now_ms() < end)
 		sent += tl_drain(t.cq2, sctx, sseen, TL_NMSG);
 	assert_int_equal(sent, TL_NMSG);
-	while (got < TL_NMSG && tl_now_ms() < end)
+	while (got < TL_NMSG && fx_now_ms() < end)
 		got += tl_drain(t.fx.cq, rctx, rseen, TL_NMSG);
 	assert_int_equal(got, TL_NMSG);
 	for (size_t i = 0; i < TL_NMSG; i++)

@@ -289,8 +289,8 @@ static void test_directed_before_insert(void **state)
 	assert_int_equal(fi_av_insert(t->fx.av, name, 1, &ao, 0, NULL), 1);
 	assert_int_equal(fi_trecv(t->fx.ep, rsmall, sizeof(rsmall), NULL, ao, 0x71, 0, rsmall), 0);
 	assert_int_equal(fi_trecv(t->fx.ep, rbig, sizeof(rbig), NULL, ao, 0x72, 0, rbig), 0);
-	end = tm_now_ms() + 10000;
-	while ((!got_small || !got_big) && tm_now_ms() < end) {
+	end = fx_now_ms() + 10000;
+	while ((!got_small || !got_big) && fx_now_ms() < end) {
 		(void)fi_cq_read(o.cq, NULL, 0); /* the sender progresses too */
 		if (!got_small && tm_wait_ms(t, rsmall, &c, 1) == 0) {
 			assert_int_equal(c.err, 0);

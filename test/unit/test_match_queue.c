@@ -397,12 +397,12 @@ static void test_multi_recv_release(void **state)
 		for (unsigned i = 0; i < n; i++, sent++) {
 			tm_fill(sbuf, SLOT, sent);
 			{
-				uint64_t end = tm_now_ms() + TM_WAIT_MS;
+				uint64_t end = fx_now_ms() + TM_WAIT_MS;
 				ssize_t rc;
 
 				while ((rc = fi_send(t->fx.ep, sbuf, SLOT, NULL, t->fx.self, &sctx)) ==
 					       -FI_EAGAIN &&
-				       tm_now_ms() <= end)
+				       fx_now_ms() <= end)
 					tm_poll(t);
 				assert_int_equal(rc, 0);
 			}
@@ -507,21 +507,21 @@ static int tm_ux_child(void)
 	/* Now receive everything, in order. */
 	for (size_t i = 0; i < sent; i++) {
 		ssize_t rc;
-		uint64_t pend = tm_now_ms() + TM_WAIT_MS;
+		uint64_t pend = fx_now_ms() + TM_WAIT_MS;
 
 		do {
 			rc = fi_trecv(e.ep, rbuf + i * TM_UX_LEN, TM_UX_LEN, NULL, FI_ADDR_UNSPEC, 0x44, 0,
 				      &rctx[i]);
 			if (rc == -FI_EAGAIN)
 				(void)fi_cq_read(e.cq, ent, 32);
-		} while (rc == -FI_EAGAIN && tm_now_ms() < pend);
+		} while (rc == -FI_EAGAIN && fx_now_ms() < pend);
 		if (rc) {
 			fprintf(stderr, "ux child: trecv %zu: %zd\n", i, rc);
 			return 14;
 		}
 	}
-	end = tm_now_ms() + 10000;
-	while (done < sent && tm_now_ms() < end) {
+	end = fx_now_ms() + 10000;
+	while (done < sent && fx_now_ms() < end) {
 		ssize_t n = fi_cq_read(e.cq, ent, 32);
 
 		if (n == -FI_EAVAIL) {
@@ -573,13 +573,13 @@ static void test_ux_bound(void **state)
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
-	end = tm_now_ms() + 60000;
+	end = fx_now_ms() + 60000;
 	for (;;) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
 		if (r == pid)
 			break;
 		assert_int_not_equal(r, -1);
-		if (tm_now_ms() > end) {
+		if (fx_now_ms() > end) {
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, &status, 0);
 			fail_msg("unexpected-bound child hung");

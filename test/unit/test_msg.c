@@ -12,63 +12,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fixture.h"
 
 #define TM_WAIT_MS 2000
 
-static uint64_t tm_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* Read completions for up to ms milliseconds until ctx shows up; every
- * other completion read is counted in *others.  Returns 0 (found, *out
- * filled), the positive error of an error completion for ctx, or
- * -FI_ETIMEDOUT. */
-static int tm_wait(struct fid_cq *cq, void *ctx, int ms, struct fi_cq_tagged_entry *out,
-		   int *others)
-{
-	uint64_t end = tm_now_ms() + (uint64_t)ms;
-	struct fi_cq_tagged_entry e;
-
-	do {
-		ssize_t n = fi_cq_read(cq, &e, 1);
-
-		if (n == 1) {
-			if (e.op_context == ctx) {
-				if (out)
-					*out = e;
-				return 0;
-			}
-			if (others)
-				(*others)++;
-		} else if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee;
-
-			memset(&ee, 0, sizeof(ee));
-			if (fi_cq_readerr(cq, &ee, 0) == 1 && ee.op_context == ctx)
-				return ee.err;
-		}
-	} while (tm_now_ms() <= end);
-	return -FI_ETIMEDOUT;
-}
-
 /* Drain the CQ for ms milliseconds; returns how many entries had ctx. */
 static int tm_count(struct fid_cq *cq, void *ctx, int ms)
 {
-	uint64_t end = tm_now_ms() + (uint64_t)ms;
+	uint64_t end = fx_now_ms() + (uint64_t)ms;
 	struct fi_cq_tagged_entry e;
 	int n = 0;
 
 	do {
 		if (fi_cq_read(cq, &e, 1) == 1 && e.op_context == ctx)
 			n++;
-	} while (tm_now_ms() <= end);
+	} while (fx_now_ms() <= end);
 	return n;
 }
 
@@ -98,10 +57,10 @@ static void test_sendmsg_inject_completes(void **state)
 			 0);
 	assert_int_equal(fi_tsendmsg(e->ep, &tmsg, FI_INJECT | FI_COMPLETION), 0);
 	memset(sbuf, 0, sizeof(sbuf)); /* FI_INJECT: the buffer is ours again */
-	assert_int_equal(tm_wait(e->cq, &sctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &sctx, TM_WAIT_MS, &ce), 0);
 	assert_true(ce.flags & FI_SEND);
 	assert_true(ce.flags & FI_TAGGED);
-	assert_int_equal(tm_wait(e->cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &rctx, TM_WAIT_MS, &ce), 0);
 	tm_fill(sbuf, sizeof(sbuf), 1);
 	assert_memory_equal(rbuf, sbuf, sizeof(sbuf));
 
@@ -109,16 +68,16 @@ static void test_sendmsg_inject_completes(void **state)
 	tm_fill(sbuf, sizeof(sbuf), 2);
 	assert_int_equal(fi_recv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, &rctx2), 0);
 	assert_int_equal(fi_sendmsg(e->ep, &msg, FI_INJECT), 0);
-	assert_int_equal(tm_wait(e->cq, &sctx2, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &sctx2, TM_WAIT_MS, &ce), 0);
 	assert_true(ce.flags & FI_SEND);
 	assert_true(ce.flags & FI_MSG);
-	assert_int_equal(tm_wait(e->cq, &rctx2, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &rctx2, TM_WAIT_MS, &ce), 0);
 	assert_memory_equal(rbuf, sbuf, sizeof(sbuf));
 
 	/* the fi_inject family still has no send completion */
 	assert_int_equal(fi_trecv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x43, 0, &rctx), 0);
 	assert_int_equal(fi_tinject(e->ep, sbuf, sizeof(sbuf), e->self, 0x43), 0);
-	assert_int_equal(tm_wait(e->cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, &rctx, TM_WAIT_MS, &ce), 0);
 	assert_int_equal(tm_count(e->cq, NULL, 50), 0);
 }
 
@@ -180,8 +139,8 @@ static void test_inject_op_flag(void **state)
 	assert_int_equal(fi_trecv(ep, rbuf, inject, NULL, FI_ADDR_UNSPEC, 9, 0, &rctx), 0);
 	assert_int_equal(fi_tsend(ep, sbuf, inject, NULL, self, 9, &sctx), 0);
 	memset(sbuf, 0, inject);
-	assert_int_equal(tm_wait(cq, &sctx, TM_WAIT_MS, &ce, NULL), 0);
-	assert_int_equal(tm_wait(cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+	assert_int_equal(fx_cq_wait(cq, &sctx, TM_WAIT_MS, &ce), 0);
+	assert_int_equal(fx_cq_wait(cq, &rctx, TM_WAIT_MS, &ce), 0);
 	assert_int_equal(ce.len, inject);
 	tm_fill(sbuf, inject, 3);
 	assert_memory_equal(rbuf, sbuf, inject);
@@ -248,12 +207,12 @@ static void test_delivery_complete(void **state)
 		 * rendezvous needs the sender's progress too: count 0 reads
 		 * progress without taking completions) */
 		{
-			uint64_t end = tm_now_ms() + TM_WAIT_MS;
+			uint64_t end = fx_now_ms() + TM_WAIT_MS;
 			int rc = -FI_ETIMEDOUT;
 
-			while (rc && tm_now_ms() <= end) {
+			while (rc && fx_now_ms() <= end) {
 				(void)fi_cq_read(cq2, &ce, 0);
-				rc = tm_wait(e->cq, &rctx, 1, &ce, NULL);
+				rc = fx_cq_wait(e->cq, &rctx, 1, &ce);
 			}
 			if (rc)
 				fail_msg("no receive completion for %zu bytes", len);
@@ -262,12 +221,12 @@ static void test_delivery_complete(void **state)
 		assert_memory_equal(rbuf, sbuf, len);
 		assert_int_equal(rbuf[len], 0); /* nothing past the message */
 		{
-			uint64_t end = tm_now_ms() + TM_WAIT_MS;
+			uint64_t end = fx_now_ms() + TM_WAIT_MS;
 			int rc = -FI_ETIMEDOUT;
 
-			while (rc && tm_now_ms() <= end) {
+			while (rc && fx_now_ms() <= end) {
 				(void)fi_cq_read(e->cq, &ce, 0); /* the receiver sends DONE */
-				rc = tm_wait(cq2, &sctx, 1, &ce, NULL);
+				rc = fx_cq_wait(cq2, &sctx, 1, &ce);
 			}
 			assert_int_equal(rc, 0);
 		}
@@ -281,19 +240,19 @@ static void test_delivery_complete(void **state)
 		struct iovec iov = {.iov_base = sbuf, .iov_len = 100};
 		struct fi_msg_tagged m = {.msg_iov = &iov, .iov_count = 1, .addr = e->self,
 					  .tag = 0x77, .context = &sctx};
-		uint64_t end = tm_now_ms() + TM_WAIT_MS;
+		uint64_t end = fx_now_ms() + TM_WAIT_MS;
 		int rc = -FI_ETIMEDOUT;
 
 		tm_fill(sbuf, 100, 99);
 		assert_int_equal(fi_trecv(e->ep, rbuf, 100, NULL, FI_ADDR_UNSPEC, 0x77, 0, &rctx), 0);
 		assert_int_equal(fi_tsendmsg(ep2, &m, FI_DELIVERY_COMPLETE | FI_INJECT), 0);
 		memset(sbuf, 0, 100);
-		while (rc && tm_now_ms() <= end) {
+		while (rc && fx_now_ms() <= end) {
 			(void)fi_cq_read(e->cq, &ce, 0);
-			rc = tm_wait(cq2, &sctx, 1, &ce, NULL);
+			rc = fx_cq_wait(cq2, &sctx, 1, &ce);
 		}
 		assert_int_equal(rc, 0);
-		assert_int_equal(tm_wait(e->cq, &rctx, TM_WAIT_MS, &ce, NULL), 0);
+		assert_int_equal(fx_cq_wait(e->cq, &rctx, TM_WAIT_MS, &ce), 0);
 		tm_fill(sbuf, 100, 99);
 		assert_memory_equal(rbuf, sbuf, 100);
 	}
@@ -372,11 +331,11 @@ static void test_source_err(void **state)
 		memset(rbuf, 0, sizeof(rbuf));
 		assert_int_equal(fi_trecv(rx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 3, 0, &rctx), 0);
 		assert_int_equal(fi_tsend(tx, sbuf, sizeof(sbuf), NULL, to_rx, 3, &sctx), 0);
-		assert_int_equal(tm_wait(tcq, &sctx, TM_WAIT_MS, &ce, NULL), 0);
-		end = tm_now_ms() + TM_WAIT_MS;
+		assert_int_equal(fx_cq_wait(tcq, &sctx, TM_WAIT_MS, &ce), 0);
+		end = fx_now_ms() + TM_WAIT_MS;
 		do
 			n = fi_cq_readfrom(rcq, &ce, 1, &src);
-		while (n == -FI_EAGAIN && tm_now_ms() <= end);
+		while (n == -FI_EAGAIN && fx_now_ms() <= end);
 		if (round == 0) {
 			assert_int_equal(n, -FI_EAVAIL);
 			memset(&ee, 0, sizeof(ee));
@@ -407,11 +366,11 @@ static void test_source_err(void **state)
 	tm_fill(sbuf, sizeof(sbuf), 7);
 	assert_int_equal(fi_trecv(tx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 4, 0, &rctx), 0);
 	assert_int_equal(fi_tsend(rx, sbuf, sizeof(sbuf), NULL, from_tx, 4, &sctx), 0);
-	end = tm_now_ms() + TM_WAIT_MS;
+	end = fx_now_ms() + TM_WAIT_MS;
 	do {
 		(void)fi_cq_read(rcq, &ce, 0);
 		n = fi_cq_readfrom(tcq, &ce, 1, &src);
-	} while (n == -FI_EAGAIN && tm_now_ms() <= end);
+	} while (n == -FI_EAGAIN && fx_now_ms() <= end);
 	assert_int_equal(n, 1);
 	assert_ptr_equal(ce.op_context, &rctx);
 	assert_memory_equal(rbuf, sbuf, sizeof(sbuf));

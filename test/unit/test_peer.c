@@ -31,7 +31,6 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -45,14 +44,6 @@
 #define TP_UNIT ((int)SHIM_MAX_UNITS - 2)
 #define TP_JKEY 0x5150
 #define TP_WAIT_MS 5000u
-
-static uint64_t tp_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static uint8_t tp_pat(unsigned seed, size_t i)
 {
@@ -181,10 +172,10 @@ static uint32_t tp_drain(struct shim_ctx *ctx, uint32_t src, uint32_t *next, uin
 			 uint32_t *dead, unsigned ms)
 {
 	struct shim_rx *rx = shim_ctx_rx(ctx);
-	uint64_t end = tp_now_ms() + ms;
+	uint64_t end = fx_now_ms() + ms;
 	uint32_t got = 0;
 
-	while (got < want && tp_now_ms() < end) {
+	while (got < want && fx_now_ms() < end) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 
 		if (!e) {
@@ -237,21 +228,21 @@ static void test_hole_dead_sender(void **state)
 	tp_kill(pid);
 	/* packets behind the hole: more than the ring holds in total, so the
 	 * live sender can only finish if the hole's credits come back */
-	t0 = tp_now_ms();
-	while (sent < 3 * TP_HDRQ && tp_now_ms() < t0 + TP_WAIT_MS) {
+	t0 = fx_now_ms();
+	while (sent < 3 * TP_HDRQ && fx_now_ms() < t0 + TP_WAIT_MS) {
 		if (tp_send(live, 7, sent, (sent * 37u) % (TP_MTU + 1)) == 0)
 			sent++;
 		else
 			tp_drain(ctx, 7, &next, 1, &dead, 1);
 	}
 	assert_int_equal(sent, 3 * TP_HDRQ);
-	while (next < sent && tp_now_ms() < t0 + TP_WAIT_MS)
+	while (next < sent && fx_now_ms() < t0 + TP_WAIT_MS)
 		tp_drain(ctx, 7, &next, sent - next, &dead, 10);
 	assert_int_equal(next, sent);
 	/* the first entry of the dead reservation arrives as published, the
 	 * two unpublished ones as filled by the shim */
 	assert_int_equal(dead, 3);
-	assert_true(tp_now_ms() - t0 < TP_WAIT_MS);
+	assert_true(fx_now_ms() - t0 < TP_WAIT_MS);
 	assert_int_equal(atomic_load(&rx->ctl->holes_skipped), 2);
 	/* all credits returned: heads equal the tail */
 	uint64_t tail = atomic_load(&rx->ctl->tail);
@@ -286,8 +277,8 @@ static void test_hole_live_sender_waits(void **state)
 
 	assert_int_equal(shim_pio_reserve(slow, 1, 200, &r), 0);
 	assert_int_equal(tp_send(other, 9, 0, 50), 0);
-	end = tp_now_ms() + 4 * SHIM_HOLE_GRACE_NS / 1000000u + 50;
-	while (tp_now_ms() < end) {
+	end = fx_now_ms() + 4 * SHIM_HOLE_GRACE_NS / 1000000u + 50;
+	while (fx_now_ms() < end) {
 		assert_int_equal(shim_rx_recover(ctx), 0);
 		assert_null(shim_rx_peek(rx));
 		usleep(2000);
@@ -415,7 +406,7 @@ static void tp_poll(struct tp_env *t)
 /* The completion of ctx within ms: 0 and *out, or -FI_ETIMEDOUT. */
 static int tp_wait(struct tp_env *t, void *ctx, struct tp_comp *out, unsigned ms)
 {
-	uint64_t end = tp_now_ms() + ms;
+	uint64_t end = fx_now_ms() + ms;
 
 	for (;;) {
 		for (size_t i = 0; i < t->nseen; i++) {
@@ -426,7 +417,7 @@ static int tp_wait(struct tp_env *t, void *ctx, struct tp_comp *out, unsigned ms
 			t->seen[i] = t->seen[--t->nseen];
 			return 0;
 		}
-		if (tp_now_ms() > end)
+		if (fx_now_ms() > end)
 			return -FI_ETIMEDOUT;
 		tp_poll(t);
 	}
@@ -474,12 +465,12 @@ static int tp_teardown(void **state)
 static void tp_tsend(struct tp_env *t, struct fid_ep *ep, const void *buf, size_t len,
 		     fi_addr_t dest, uint64_t tag, void *ctx)
 {
-	uint64_t end = tp_now_ms() + TP_WAIT_MS;
+	uint64_t end = fx_now_ms() + TP_WAIT_MS;
 	ssize_t rc;
 
 	for (;;) {
 		rc = fi_tsend(ep, buf, len, NULL, dest, tag, ctx);
-		if (rc != -FI_EAGAIN || tp_now_ms() > end)
+		if (rc != -FI_EAGAIN || fx_now_ms() > end)
 			break;
 		tp_poll(t);
 	}
@@ -643,10 +634,10 @@ static void tp_ep_on(struct tp_env *t, struct fid_cq *cq, struct fid_ep **ep)
 /* Read one completion of cq within ms (any context); its error or 0. */
 static int tp_cq_one(struct fid_cq *cq, void **ctx, unsigned ms)
 {
-	uint64_t end = tp_now_ms() + ms;
+	uint64_t end = fx_now_ms() + ms;
 	struct fi_cq_tagged_entry ent;
 
-	while (tp_now_ms() < end) {
+	while (fx_now_ms() < end) {
 		ssize_t n = fi_cq_read(cq, &ent, 1);
 
 		if (n == 1) {
@@ -789,10 +780,10 @@ static void test_dead_receiver(void **state)
 	assert_int_equal(fi_tsend(t->fx.ep, rbig, big, NULL, dead, 0x91, rbig), 0);
 	tp_kill(pid);
 
-	t0 = tp_now_ms();
+	t0 = fx_now_ms();
 	end = t0 + TP_WAIT_MS;
 	memset(msg, 0x3c, sizeof(msg));
-	while (tp_now_ms() < end) {
+	while (fx_now_ms() < end) {
 		rc = fi_tsend(t->fx.ep, msg, sizeof(msg), NULL, dead, 0x92, NULL);
 		if (rc == 0) {
 			sends++;
@@ -804,7 +795,7 @@ static void test_dead_receiver(void **state)
 	}
 	assert_int_equal(rc, -FI_ECONNREFUSED);
 	print_message("dead receiver: %zu sends taken, refused after %llu ms\n", sends,
-		      (unsigned long long)(tp_now_ms() - t0));
+		      (unsigned long long)(fx_now_ms() - t0));
 	/* from now on at once, also for rendezvous sizes */
 	assert_int_equal(fi_tsend(t->fx.ep, msg, 8, NULL, dead, 0x92, NULL), -FI_ECONNREFUSED);
 	assert_int_equal(fi_tsend(t->fx.ep, rbig, big, NULL, dead, 0x92, NULL), -FI_ECONNREFUSED);
@@ -1158,8 +1149,8 @@ static int tp_split_child(int up, int down)
 					buf[i]))
 			return 15;
 	}
-	end = tp_now_ms() + 20000;
-	while (done < 2 && tp_now_ms() < end) {
+	end = fx_now_ms() + 20000;
+	while (done < 2 && fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent;
 		ssize_t n = fi_cq_read(e.cq, &ent, 1);
 
@@ -1239,10 +1230,10 @@ static void test_split_refused(void **state)
 	assert_int_equal(tp_cap_ptrace(true), 0);
 	close(down[1]);
 	close(up[0]);
-	uint64_t end = tp_now_ms() + 20000;
-	while (waitpid(pid, &st, WNOHANG) == 0 && tp_now_ms() < end)
+	uint64_t end = fx_now_ms() + 20000;
+	while (waitpid(pid, &st, WNOHANG) == 0 && fx_now_ms() < end)
 		usleep(10000);
-	if (tp_now_ms() >= end) {
+	if (fx_now_ms() >= end) {
 		kill(pid, SIGKILL);
 		(void)waitpid(pid, &st, 0);
 		fail_msg("split receiver hung");

@@ -10,19 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fixture.h"
 
 #define TP_WAIT_MS 2000
-
-static uint64_t tp_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static int tp_has(void **ctx, int n, void *want)
 {
@@ -35,7 +26,7 @@ static int tp_has(void **ctx, int n, void *want)
 /* fi_poll until want shows up (bounded); returns the last count. */
 static int tp_poll_for(struct fid_poll *ps, void **ctx, int cap, void *want)
 {
-	uint64_t end = tp_now_ms() + TP_WAIT_MS;
+	uint64_t end = fx_now_ms() + TP_WAIT_MS;
 	int n;
 
 	do {
@@ -43,7 +34,7 @@ static int tp_poll_for(struct fid_poll *ps, void **ctx, int cap, void *want)
 		assert_true(n >= 0);
 		if (tp_has(ctx, n, want))
 			return n;
-	} while (tp_now_ms() <= end);
+	} while (fx_now_ms() <= end);
 	fail_msg("fi_poll never reported %p", want);
 	return n;
 }
@@ -99,7 +90,7 @@ static void test_poll_cq_cntr(void **state)
 	/* the CQ has the receive; the counter moved (the send completed):
 	 * both reported, the counter once only */
 	{
-		uint64_t end = tp_now_ms() + TP_WAIT_MS;
+		uint64_t end = fx_now_ms() + TP_WAIT_MS;
 		int seen_cq = 0, seen_cntr = 0, n;
 
 		do {
@@ -107,7 +98,7 @@ static void test_poll_cq_cntr(void **state)
 			assert_true(n >= 0 && n <= 2);
 			seen_cq |= tp_has(ctx, n, cq_ctx);
 			seen_cntr += tp_has(ctx, n, cntr_ctx);
-		} while (!(seen_cq && seen_cntr) && tp_now_ms() <= end);
+		} while (!(seen_cq && seen_cntr) && fx_now_ms() <= end);
 		assert_true(seen_cq);
 		assert_int_equal(seen_cntr, 1);
 		n = fi_poll(ps, ctx, 4);

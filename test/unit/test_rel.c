@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -27,43 +26,9 @@
 #define TR_WAIT_MS 20000u
 #define TR_TAG_ECHO 0x77u
 
-static uint64_t tr_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static uint8_t tr_pat(unsigned seed, size_t i)
 {
 	return (uint8_t)(seed * 131u + i * 7u + 3u);
-}
-
-/* The completion of ctx (0 and *err), or -FI_ETIMEDOUT. */
-static int tr_wait(struct fx_env *e, void *ctx, int *err, unsigned ms)
-{
-	uint64_t end = tr_now_ms() + ms;
-
-	while (tr_now_ms() < end) {
-		struct fi_cq_tagged_entry ent;
-		ssize_t n = fi_cq_read(e->cq, &ent, 1);
-
-		if (n == 1 && ent.op_context == ctx) {
-			*err = 0;
-			return 0;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee;
-
-			memset(&ee, 0, sizeof(ee));
-			if (fi_cq_readerr(e->cq, &ee, 0) == 1 && ee.op_context == ctx) {
-				*err = ee.err;
-				return 0;
-			}
-		}
-	}
-	return -FI_ETIMEDOUT;
 }
 
 /* Child: open at src (NULL: anywhere), tell the parent our name, then
@@ -75,15 +40,14 @@ static void tr_child(int wfd, const struct shim_addr *src)
 	struct fx_env e;
 	char name[64];
 	size_t len = sizeof(name);
-	uint64_t end = tr_now_ms() + 30000;
+	uint64_t end = fx_now_ms() + 30000;
 
 	if (fx_open_at(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, src, src ? sizeof(*src) : 0) ||
 	    fi_getname(&e.ep->fid, name, &len) || write(wfd, name, len) != (ssize_t)len)
 		_exit(2);
-	while (tr_now_ms() < end) {
+	while (fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent;
 		fi_addr_t from;
-		int err;
 
 		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TR_TAG_ECHO, 0, buf))
 			_exit(3);
@@ -92,7 +56,7 @@ static void tr_child(int wfd, const struct shim_addr *src)
 
 			if (n == 1 && ent.op_context == buf)
 				break;
-			if (tr_now_ms() > end)
+			if (fx_now_ms() > end)
 				_exit(0);
 		}
 		/* the sender put its own name in the first bytes */
@@ -102,7 +66,7 @@ static void tr_child(int wfd, const struct shim_addr *src)
 		while (fi_tsend(e.ep, buf + 32, ent.len - 32, NULL, from, TR_TAG_ECHO, buf) ==
 		       -FI_EAGAIN)
 			fi_cq_read(e.cq, NULL, 0);
-		if (tr_wait(&e, buf, &err, TR_WAIT_MS) || err)
+		if (fx_cq_wait(e.cq, buf, TR_WAIT_MS, NULL))
 			_exit(5);
 	}
 	_exit(0);
@@ -140,7 +104,6 @@ static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
 {
 	uint8_t *out = malloc(len + 32), *back = malloc(len);
 	size_t nl = 32;
-	int err;
 
 	assert_non_null(out);
 	assert_non_null(back);
@@ -150,10 +113,8 @@ static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
 	memset(back, 0, len);
 	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, TR_TAG_ECHO, 0, back), 0);
 	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, TR_TAG_ECHO, out), 0);
-	assert_int_equal(tr_wait(e, out, &err, TR_WAIT_MS), 0);
-	assert_int_equal(err, 0);
-	assert_int_equal(tr_wait(e, back, &err, TR_WAIT_MS), 0);
-	assert_int_equal(err, 0);
+	assert_int_equal(fx_cq_wait(e->cq, out, TR_WAIT_MS, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, back, TR_WAIT_MS, NULL), 0);
 	for (size_t i = 0; i < len; i++)
 		if (back[i] != tr_pat(seed, i))
 			fail_msg("echo of %zu bytes differs at %zu", len, i);
@@ -193,8 +154,8 @@ static void test_rel_peer_killed(void **state)
 	assert_int_equal(fi_tsend(e.ep, big, sizeof(big), NULL, peer, 0x5, big), 0);
 	assert_int_equal(fi_trecv(e.ep, rsmall, sizeof(rsmall), NULL, peer, 0x9, 0, rsmall), 0);
 	tr_reap(pid);
-	t0 = tr_now_ms();
-	while (tr_now_ms() - t0 < TR_WAIT_MS) {
+	t0 = fx_now_ms();
+	while (fx_now_ms() - t0 < TR_WAIT_MS) {
 		rc = fi_tsend(e.ep, small, sizeof(small), NULL, peer, 0x6, NULL);
 		if (rc == 0) {
 			taken++;
@@ -205,11 +166,14 @@ static void test_rel_peer_killed(void **state)
 		(void)fi_cq_read(e.cq, NULL, 0);
 	}
 	print_message("killed peer: %zu sends taken, refused after %llu ms\n", taken,
-		      (unsigned long long)(tr_now_ms() - t0));
+		      (unsigned long long)(fx_now_ms() - t0));
 	assert_int_equal(rc, -FI_ECONNREFUSED);
-	assert_int_equal(tr_wait(&e, big, &err, TR_WAIT_MS), 0);
+	/* both complete (no timeout), in error */
+	err = fx_cq_wait(e.cq, big, TR_WAIT_MS, NULL);
+	assert_int_not_equal(err, -FI_ETIMEDOUT);
 	assert_int_not_equal(err, 0);
-	assert_int_equal(tr_wait(&e, rsmall, &err, TR_WAIT_MS), 0);
+	err = fx_cq_wait(e.cq, rsmall, TR_WAIT_MS, NULL);
+	assert_int_not_equal(err, -FI_ETIMEDOUT);
 	assert_int_not_equal(err, 0);
 	assert_int_equal(fi_tsend(e.ep, small, 8, NULL, peer, 0x6, NULL), -FI_ECONNREFUSED);
 	/* still talks to a live peer (a new one) */

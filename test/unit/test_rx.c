@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -33,14 +32,6 @@ struct tr_env {
 	struct opx_ep *ep;
 	struct shim_peer *peer; /* our own mapping of ep's receive context */
 };
-
-static uint64_t tr_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static uint8_t tr_pat(unsigned seed, size_t i)
 {
@@ -130,10 +121,10 @@ static struct shim_rhq_entry *tr_forge(struct tr_env *t, const struct shim_pkt_h
 {
 	struct shim_pio_resv r = {0};
 	struct shim_rhq_entry *e;
-	uint64_t end = tr_now_ms() + TR_WAIT_MS;
+	uint64_t end = fx_now_ms() + TR_WAIT_MS;
 	int rc;
 
-	while ((rc = shim_pio_reserve(t->peer, 1, egr_len, &r)) == -EAGAIN && tr_now_ms() < end)
+	while ((rc = shim_pio_reserve(t->peer, 1, egr_len, &r)) == -EAGAIN && fx_now_ms() < end)
 		(void)fi_cq_read(t->fx.cq, NULL, 0);
 	assert_int_equal(rc, 0);
 	if (egr_len)
@@ -155,10 +146,10 @@ static void tr_progress(struct tr_env *t, int rounds)
  * returns false when it does not come within ms. */
 static bool tr_wait(struct tr_env *t, void *ctx, struct fi_cq_tagged_entry *out, unsigned ms)
 {
-	uint64_t end = tr_now_ms() + ms;
+	uint64_t end = fx_now_ms() + ms;
 	struct fi_cq_tagged_entry ent;
 
-	while (tr_now_ms() <= end) {
+	while (fx_now_ms() <= end) {
 		ssize_t n = fi_cq_read(t->fx.cq, &ent, 1);
 
 		if (n == -FI_EAVAIL) {
@@ -186,7 +177,7 @@ static void tr_roundtrip(struct tr_env *t, size_t len, unsigned seed)
 	uint8_t *sbuf = malloc(len ? len : 1), *rbuf = calloc(1, len ? len : 1);
 	struct fi_cq_tagged_entry ent;
 	struct fi_context rctx, sctx;
-	uint64_t end = tr_now_ms() + TR_WAIT_MS;
+	uint64_t end = fx_now_ms() + TR_WAIT_MS;
 	ssize_t rc;
 
 	assert_non_null(sbuf);
@@ -198,7 +189,7 @@ static void tr_roundtrip(struct tr_env *t, size_t len, unsigned seed)
 		rc = fi_tsend(t->fx.ep, sbuf, len, NULL, t->fx.self, TR_TAG + seed, &sctx);
 		if (rc == -FI_EAGAIN)
 			(void)fi_cq_read(t->fx.cq, NULL, 0);
-	} while (rc == -FI_EAGAIN && tr_now_ms() < end);
+	} while (rc == -FI_EAGAIN && fx_now_ms() < end);
 	assert_int_equal(rc, 0);
 	if (!tr_wait(t, &rctx, &ent, TR_WAIT_MS))
 		fail_msg("a good %zu-byte message after forged packets never arrived", len);
@@ -383,9 +374,9 @@ static void *tr_racer_main(void *arg)
 static void tr_racer_quiesce(struct tr_racer *r)
 {
 	uint64_t l0 = atomic_load(&r->loops);
-	uint64_t end = tr_now_ms() + TR_WAIT_MS;
+	uint64_t end = fx_now_ms() + TR_WAIT_MS;
 
-	while (atomic_load(&r->loops) < l0 + 2 && tr_now_ms() < end)
+	while (atomic_load(&r->loops) < l0 + 2 && fx_now_ms() < end)
 		sched_yield();
 }
 
@@ -400,7 +391,7 @@ static int tr_race_child(void)
 	uint32_t mtu;
 	struct tr_racer r;
 	uint8_t *rbuf;
-	uint64_t end = tr_now_ms() + 3000;
+	uint64_t end = fx_now_ms() + 3000;
 	unsigned iters = 0, shorts = 0, longs = 0;
 	pthread_t th;
 
@@ -419,20 +410,20 @@ static int tr_race_child(void)
 	atomic_init(&r.stop, false);
 	if (pthread_create(&th, NULL, tr_racer_main, &r))
 		return 12;
-	for (unsigned i = 0; i < 4000 && tr_now_ms() < end; i++) {
+	for (unsigned i = 0; i < 4000 && fx_now_ms() < end; i++) {
 		struct shim_pkt_hdr h = tr_hdr(t, OPX_OP_EAGER, r.a, TR_TAG + 200 + i);
 		struct fi_cq_tagged_entry ent;
 		struct fi_context rctx;
 		struct shim_rhq_entry *e;
 		uint64_t h0 = atomic_load(&r.hits);
-		uint64_t wend = tr_now_ms() + 100;
+		uint64_t wend = fx_now_ms() + 100;
 
 		/* the eager space holds mtu good bytes whatever paylen says */
 		e = tr_forge(t, &h, mtu, 0, i);
 		atomic_store(&r.target, e);
 		/* let the racer get going on this entry (bounded: on a loaded
 		 * machine it may not run at all, and the test proves less) */
-		while (atomic_load(&r.hits) == h0 && tr_now_ms() < wend)
+		while (atomic_load(&r.hits) == h0 && fx_now_ms() < wend)
 			sched_yield();
 		tr_progress(t, 1); /* unexpected: buffered while paylen flips */
 		atomic_store(&r.target, NULL);
@@ -483,14 +474,14 @@ static void test_paylen_race(void **state)
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
-	end = tr_now_ms() + 60000;
+	end = fx_now_ms() + 60000;
 	for (;;) {
 		pid_t w = waitpid(pid, &status, WNOHANG);
 
 		if (w == pid)
 			break;
 		assert_int_not_equal(w, -1);
-		if (tr_now_ms() > end) {
+		if (fx_now_ms() > end) {
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, &status, 0);
 			fail_msg("paylen race child hung (heap corrupted?)");
