@@ -101,6 +101,10 @@ int shim_udp_peer_open(struct shim_dev *dev, struct shim_ctx *home, const struct
 void shim_udp_peer_put(struct shim_peer_priv *pp);
 bool shim_udp_peer_alive(const struct shim_peer_priv *pp);
 void shim_udp_kick(struct shim_peer_priv *pp); /* publish hook: transmit */
+/* Between these, publishes to a udp peer only accumulate; unhold sends
+ * them in batches (the SDMA engine wraps each run in them). */
+void shim_udp_hold(struct shim_peer_priv *pp);
+void shim_udp_unhold(struct shim_peer_priv *pp);
 void shim_udp_addr_fill(const struct shim_ctx *ctx, struct shim_addr *addr);
 /* A peer on this host's shm wire, whatever the wire setting. */
 int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,

@@ -264,7 +264,7 @@ static void shim_sdma_no_credit(struct shim_sdma_desc *d)
 
 /* Push packets of one running descriptor.  Returns packets published;
  * on return d is in S2 (budget used up), S3, S4 or S5. */
-static uint32_t shim_sdma_run(struct shim_sdma_desc *d, uint32_t budget)
+static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 {
 	struct shim_peer *p = d->peer;
 	uint32_t npkts = 0;
@@ -314,6 +314,21 @@ static uint32_t shim_sdma_run(struct shim_sdma_desc *d, uint32_t budget)
 		}
 		shim_sdma_step(d, E2_PKT_SENT);
 	}
+	return npkts;
+}
+
+/* shim_sdma_push; to a udp peer the packets of one run leave together
+ * (batched system calls), not one per publish. */
+static uint32_t shim_sdma_run(struct shim_sdma_desc *d, uint32_t budget)
+{
+	struct shim_peer_priv *pp = (struct shim_peer_priv *)d->peer;
+	uint32_t npkts;
+
+	if (!pp->link)
+		return shim_sdma_push(d, budget);
+	shim_udp_hold(pp);
+	npkts = shim_sdma_push(d, budget);
+	shim_udp_unhold(pp);
 	return npkts;
 }
 

@@ -41,6 +41,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -61,6 +62,27 @@
  * and bytes in flight towards one peer. */
 #define SHIM_UDP_RING_CNT 1024u
 #define SHIM_UDP_RING_BYTES (4u << 20)
+/* Packets one transmit call hands the kernel at most (one sendmmsg);
+ * consecutive datagrams of one size travel as one UDP_SEGMENT (GSO) send
+ * of at most SHIM_UDP_GSO_BYTES, cut into datagrams below the socket. */
+#define SHIM_UDP_TX_BATCH 64u
+#define SHIM_UDP_GSO_BYTES 65000u
+#define SHIM_UDP_GSO_SEGS 64u
+
+/* Scratch of one batched transmission: a header per packet, its pieces,
+ * and one message per run of same-sized datagrams. */
+struct shim_udp_tx {
+	struct shim_udp_hdr uh[SHIM_UDP_TX_BATCH];
+	uint32_t len[SHIM_UDP_TX_BATCH];
+	struct iovec iov[3 * SHIM_UDP_TX_BATCH];
+	struct mmsghdr msg[SHIM_UDP_TX_BATCH];
+	uint32_t segs[SHIM_UDP_TX_BATCH]; /* datagrams in each message */
+	uint32_t pos[SHIM_UDP_TX_BATCH];  /* ring position of each message's first */
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} cm[SHIM_UDP_TX_BATCH];
+};
 
 struct shim_udp_link {
 	struct shim_peer_priv pp;   /* first: what the provider holds */
@@ -73,6 +95,7 @@ struct shim_udp_link {
 	uint32_t base;              /* ring position of psn 0 */
 	uint32_t sent;              /* ring position of the next first transmission */
 	bool dead;
+	bool hold;                  /* shim_udp_hold: publishes wait for shim_udp_unhold */
 	void *mem;
 	size_t mem_len;
 	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
@@ -97,6 +120,8 @@ struct shim_udp {
 	size_t held_len;
 	struct sockaddr_in held_to;
 	uint8_t *scratch;           /* linearised datagram (faults) */
+	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
+	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
 	uint8_t *rbuf;              /* SHIM_UDP_BATCH receive buffers */
 	size_t rbuf_sz;
 	struct mmsghdr msgs[SHIM_UDP_BATCH];
@@ -320,48 +345,167 @@ static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
 	uh->src_unit = ctx->rx.unit;
 }
 
-/* Transmit the staged packet at ring position pos. */
-static void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
+/* The datagram of the staged packet at ring position pos: its header
+ * (CRC over the whole datagram) and 2 or 3 pieces; returns the count. */
+static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp_hdr *uh,
+			  struct iovec *iov, uint32_t *len)
 {
 	const struct shim_peer *p = &l->pp.pub;
 	const struct shim_rhq_entry *e = &p->hdrq[pos & p->hdrq_mask];
-	struct shim_udp_hdr uh;
-	struct iovec iov[3];
 	int n = 2;
 	uint32_t crc;
 
-	shim_udp_hdr_fill(l, &uh, SHIM_UDP_DATA, pos - l->base);
-
-	uh.rhf = e->rhf & (SHIM_RHF_EGR | SHIM_RHF_TID);
-	iov[0].iov_base = &uh;
-	iov[0].iov_len = sizeof(uh);
+	shim_udp_hdr_fill(l, uh, SHIM_UDP_DATA, pos - l->base);
+	uh->rhf = e->rhf & (SHIM_RHF_EGR | SHIM_RHF_TID);
+	iov[0].iov_base = uh;
+	iov[0].iov_len = sizeof(*uh);
 	iov[1].iov_base = (void *)&e->hdr;
 	iov[1].iov_len = sizeof(e->hdr);
-	crc = shim_crc32c(0, &uh, sizeof(uh));
+	crc = shim_crc32c(0, uh, sizeof(*uh));
 	crc = shim_crc32c(crc, &e->hdr, sizeof(e->hdr));
+	*len = sizeof(*uh) + sizeof(e->hdr);
 	if (e->rhf & SHIM_RHF_EGR) {
 		iov[2].iov_base = p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
 		iov[2].iov_len = e->hdr.paylen;
 		crc = shim_crc32c(crc, iov[2].iov_base, iov[2].iov_len);
+		*len += e->hdr.paylen;
 		n = 3;
 	}
-	uh.crc = crc;
+	uh->crc = crc;
+	return n;
+}
+
+/* Transmit the staged packet at ring position pos. */
+static void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
+{
+	struct shim_udp_hdr uh;
+	struct iovec iov[3];
+	uint32_t len;
+	int n = shim_udp_frame(l, pos, &uh, iov, &len);
+
 	shim_udp_send(l->udp, &l->to, iov, n);
 	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
 }
 
+/* Hand t's nmsg messages to the kernel in one call.  A full socket
+ * buffer is a loss like any other (replay covers it).  A socket that
+ * refuses GSO (no checksum offload on the route) loses it for good and
+ * the rest of the batch goes again datagram by datagram. */
+static void shim_udp_sendmm(struct shim_udp_link *l, struct shim_udp_tx *t, uint32_t nmsg)
+{
+	struct shim_udp *u = l->udp;
+	uint32_t done = 0;
+
+	while (done < nmsg) {
+		int k = sendmmsg(u->fd, &t->msg[done], nmsg - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (k > 0) {
+			for (int i = 0; i < k; i++)
+				u->st.tx_datagrams += t->segs[done + (uint32_t)i];
+			done += (uint32_t)k;
+			continue;
+		}
+		if ((errno == EIO || errno == EINVAL) && t->msg[done].msg_hdr.msg_controllen) {
+			u->gso = false;
+			for (uint32_t m = done; m < nmsg; m++)
+				for (uint32_t d = 0; d < t->segs[m]; d++)
+					shim_udp_xmit(l, t->pos[m] + d);
+			return;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+			u->st.tx_errors++;
+		return;
+	}
+}
+
+/* First transmission of the n (<= SHIM_UDP_TX_BATCH) packets from ring
+ * position pos, in one system call: one message per datagram, or with
+ * GSO one per run of same-sized datagrams (the last of a run may be
+ * shorter), which the kernel cuts below the socket. */
+static void shim_udp_xmit_batch(struct shim_udp_link *l, uint32_t pos, uint32_t n)
+{
+	struct shim_udp *u = l->udp;
+	struct shim_udp_tx *t = u->tx;
+	uint32_t nmsg = 0, niov = 0, i = 0;
+
+	while (i < n) {
+		struct msghdr *mh = &t->msg[nmsg].msg_hdr;
+		uint32_t size, total, segs = 1;
+
+		memset(mh, 0, sizeof(*mh));
+		mh->msg_name = &l->to;
+		mh->msg_namelen = sizeof(l->to);
+		mh->msg_iov = &t->iov[niov];
+		t->pos[nmsg] = pos + i;
+		niov += (uint32_t)shim_udp_frame(l, pos + i, &t->uh[i], &t->iov[niov], &t->len[i]);
+		size = total = t->len[i++];
+		while (u->gso && i < n && t->len[i - 1] == size && segs < SHIM_UDP_GSO_SEGS) {
+			int k = shim_udp_frame(l, pos + i, &t->uh[i], &t->iov[niov], &t->len[i]);
+
+			if (t->len[i] > size || total + t->len[i] > SHIM_UDP_GSO_BYTES)
+				break; /* framed again as the next message's first */
+			niov += (uint32_t)k;
+			total += t->len[i++];
+			segs++;
+		}
+		mh->msg_iovlen = (size_t)(&t->iov[niov] - mh->msg_iov);
+		if (segs > 1) {
+			struct cmsghdr *cm;
+
+			mh->msg_control = t->cm[nmsg].buf;
+			mh->msg_controllen = sizeof(t->cm[nmsg].buf);
+			cm = CMSG_FIRSTHDR(mh);
+			cm->cmsg_level = SOL_UDP;
+			cm->cmsg_type = UDP_SEGMENT;
+			cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			*(uint16_t *)(void *)CMSG_DATA(cm) = (uint16_t)size;
+		}
+		t->segs[nmsg++] = segs;
+	}
+	shim_udp_sendmm(l, t, nmsg);
+	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+}
+
+/* The publish hook: transmit what was published since the last call, in
+ * batches; with fault injection on, datagram by datagram through it.
+ * While held (shim_udp_hold), publishes only accumulate. */
 void shim_udp_kick(struct shim_peer_priv *pp)
 {
 	struct shim_udp_link *l = pp->link;
 	struct shim_peer *p = &pp->pub;
+	const struct shim_fault *f;
 
-	if (!l->udp || l->dead)
+	if (!l->udp || l->dead || l->hold)
 		return;
-	while (atomic_load_explicit(&p->hdrq[l->sent & p->hdrq_mask].seq, memory_order_acquire) ==
-	       l->sent + 1) {
-		shim_udp_xmit(l, l->sent);
-		__atomic_store_n(&l->sent, l->sent + 1, __ATOMIC_RELEASE);
+	f = &l->udp->ctx->dev->params.fault;
+	for (;;) {
+		uint32_t n = 0;
+
+		while (n < SHIM_UDP_TX_BATCH &&
+		       atomic_load_explicit(&p->hdrq[(l->sent + n) & p->hdrq_mask].seq,
+					    memory_order_acquire) == l->sent + n + 1)
+			n++;
+		if (!n)
+			return;
+		if (n == 1 || !l->udp->tx || (f->drop | f->dup | f->reorder | f->corrupt)) {
+			for (uint32_t i = 0; i < n; i++)
+				shim_udp_xmit(l, l->sent + i);
+		} else {
+			shim_udp_xmit_batch(l, l->sent, n);
+		}
+		__atomic_store_n(&l->sent, l->sent + n, __ATOMIC_RELEASE);
 	}
+}
+
+void shim_udp_hold(struct shim_peer_priv *pp)
+{
+	pp->link->hold = true;
+}
+
+void shim_udp_unhold(struct shim_peer_priv *pp)
+{
+	pp->link->hold = false;
+	shim_udp_kick(pp);
 }
 
 int shim_udp_resend(struct shim_peer *peer, uint32_t psn)
@@ -1100,6 +1244,8 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	u->rbuf = malloc(u->rbuf_sz * SHIM_UDP_BATCH);
 	u->scratch = malloc(u->rbuf_sz);
 	u->held = malloc(u->rbuf_sz);
+	u->tx = malloc(sizeof(*u->tx)); /* NULL: datagram by datagram */
+	u->gso = true;
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (!u->rbuf || !u->scratch || !u->held || u->fd < 0) {
 		rc = u->fd < 0 ? -errno : -ENOMEM;
@@ -1142,6 +1288,7 @@ err:
 	free(u->rbuf);
 	free(u->scratch);
 	free(u->held);
+	free(u->tx);
 	free(u);
 	return rc;
 }
@@ -1180,6 +1327,7 @@ void shim_udp_close(struct shim_ctx *ctx)
 	free(u->rbuf);
 	free(u->scratch);
 	free(u->held);
+	free(u->tx);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 	ctx->udp = NULL;
