@@ -32,7 +32,14 @@
  *     NACK(psn, mask)   send that packet and the ones the mask names again
  *     timer expires     send the oldest unacknowledged packets again
  *                       (at most OPX_REL_BURST), double the timeout
- *                       (capped); no ack progress for FI_OPX_PEER_TIMEOUT
+ *                       (capped); the timeout after ack progress is
+ *                       the smoothed round trip plus four deviations
+ *                       (RFC 6298 with one sample in flight, none taken
+ *                       across a retransmission), at least
+ *                       OPX_REL_RTO_NS: a receiver whose socket queue
+ *                       holds milliseconds of data, or that was
+ *                       preempted, is not flooded with copies of what it
+ *                       already has; no ack progress for FI_OPX_PEER_TIMEOUT
  *                       seconds: the peer is dead (shim_udp_fail) and the
  *                       endpoint's liveness checks fail what waits on it
  *   liveness: a flow we sent nothing on for a second gets an ack as a
@@ -55,7 +62,7 @@
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
 #define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
 #define OPX_REL_NACK_NS 200000ull  /* a hole is NACKed again after this */
-#define OPX_REL_RTO_NS 1000000ull  /* first retransmission timeout */
+#define OPX_REL_RTO_NS 1000000ull  /* smallest retransmission timeout */
 #define OPX_REL_RTO_MAX_NS 64000000ull
 #define OPX_REL_BURST 32u          /* packets sent again per timeout */
 #define OPX_REL_RX_BATCH 16
@@ -83,6 +90,13 @@ struct opx_rel_flow {
 	uint64_t progress_ns;      /* ack progress, or the flow became busy */
 	uint64_t rto_ns;
 	uint64_t timer_ns;         /* next retransmission */
+	/* round trip: one sample at a time, from when psn rtt_psn - 1 was
+	 * seen sent to the ack that covers it */
+	bool rtt_on;
+	uint32_t rtt_psn;
+	uint64_t rtt_t0;
+	uint64_t srtt_ns;          /* 0 until the first sample */
+	uint64_t rttvar_ns;
 };
 
 static uint64_t opx_rel_now(void)
@@ -108,6 +122,9 @@ static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 	f->progress_ns = 0;
 	f->rto_ns = OPX_REL_RTO_NS;
 	f->timer_ns = 0;
+	f->rtt_on = false;
+	f->srtt_ns = 0;
+	f->rttvar_ns = 0;
 }
 
 static struct opx_rel_flow *opx_rel_flow(struct shim_peer *peer)
@@ -299,6 +316,41 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 	ep->rel.beyond_window++;
 }
 
+/* Round-trip estimate: finish the sample in flight when the ack covers
+ * it, start the next one at what was sent last. */
+static void opx_rel_rtt(struct opx_rel_flow *f, uint32_t acked, uint32_t sent, uint64_t now)
+{
+	if (f->rtt_on && (int32_t)(acked - f->rtt_psn) >= 0) {
+		uint64_t r = now - f->rtt_t0;
+
+		if (!f->srtt_ns) {
+			f->srtt_ns = r;
+			f->rttvar_ns = r / 2;
+		} else {
+			uint64_t err = r > f->srtt_ns ? r - f->srtt_ns : f->srtt_ns - r;
+
+			f->rttvar_ns = (3 * f->rttvar_ns + err) / 4;
+			f->srtt_ns = (7 * f->srtt_ns + r) / 8;
+		}
+		f->rtt_on = false;
+	}
+	if (!f->rtt_on && sent != acked) {
+		f->rtt_psn = sent;
+		f->rtt_t0 = now;
+		f->rtt_on = true;
+	}
+}
+
+/* The timeout after ack progress. */
+static uint64_t opx_rel_rto(const struct opx_rel_flow *f)
+{
+	uint64_t rto = f->srtt_ns + 4 * f->rttvar_ns;
+
+	if (rto < OPX_REL_RTO_NS)
+		return OPX_REL_RTO_NS;
+	return rto > OPX_REL_RTO_MAX_NS ? OPX_REL_RTO_MAX_NS : rto;
+}
+
 /* The send side of a flow: acknowledgements, timeouts, death. */
 static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f,
 			     uint64_t now)
@@ -323,6 +375,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		opx_rel_ack(ep, peer, f);
 
 	shim_udp_tx_state(peer, &acked, &sent);
+	opx_rel_rtt(f, acked, sent, now);
 	if (acked == sent || !shim_peer_alive(peer)) {
 		f->progress_ns = 0;
 		return;
@@ -330,7 +383,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	if (!f->progress_ns || acked != f->acked_seen) {
 		f->acked_seen = acked;
 		f->progress_ns = now;
-		f->rto_ns = OPX_REL_RTO_NS;
+		f->rto_ns = opx_rel_rto(f);
 		f->timer_ns = now + f->rto_ns;
 		return;
 	}
@@ -349,6 +402,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		if (!shim_udp_resend(peer, psn))
 			ep->rel.retransmits++;
 	ep->rel.timeouts++;
+	f->rtt_on = false; /* Karn: no sample across a retransmission */
 	f->rto_ns = f->rto_ns * 2 > OPX_REL_RTO_MAX_NS ? OPX_REL_RTO_MAX_NS : f->rto_ns * 2;
 	f->timer_ns = now + f->rto_ns;
 }
