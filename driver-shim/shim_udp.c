@@ -19,8 +19,9 @@
  *
  * Receive side.  shim_udp_recv() takes a batch of datagrams (recvmmsg)
  * and validates each before anything else looks at it: length, magic
- * and version, CRC32C over the whole datagram, job key, destination
- * session, a source session that is not a previous life of the sender.
+ * and version, CRC32C (headers, then the three-lane variant over the
+ * payload), job key, destination session, a source session that is not
+ * a previous life of the sender.
  * What fails is dropped and counted (shim_udp_stats).  Sequencing,
  * acknowledgement and replay are the provider's (prov/opx_rel.c), which
  * hands in-order packets back to shim_udp_deliver(): into the context's
@@ -57,6 +58,8 @@
 #include "shim_internal.h"
 
 #define SHIM_UDP_BATCH 16u
+/* Bytes of a DATA datagram before its payload. */
+#define SHIM_UDP_HDRS (sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
 #define SHIM_UDP_HASH 256u
 /* The send ring of one flow: replay memory for up to this many packets
  * and bytes in flight towards one peer. */
@@ -346,7 +349,8 @@ static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
 }
 
 /* The datagram of the staged packet at ring position pos: its header
- * (CRC over the whole datagram) and 2 or 3 pieces; returns the count. */
+ * (CRC as struct shim_udp_hdr says) and 2 or 3 pieces; returns the
+ * count. */
 static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp_hdr *uh,
 			  struct iovec *iov, uint32_t *len)
 {
@@ -367,7 +371,7 @@ static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp
 	if (e->rhf & SHIM_RHF_EGR) {
 		iov[2].iov_base = p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
 		iov[2].iov_len = e->hdr.paylen;
-		crc = shim_crc32c(crc, iov[2].iov_base, iov[2].iov_len);
+		crc = shim_crc32c_wide(crc, iov[2].iov_base, iov[2].iov_len);
 		*len += e->hdr.paylen;
 		n = 3;
 	}
@@ -944,6 +948,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 {
 	struct shim_udp_hdr *uh = &pkt->uh;
 	uint32_t crc, want;
+	size_t hl;
 
 	if (n < sizeof(*uh)) {
 		u->st.drop_len++;
@@ -957,7 +962,10 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 	}
 	want = uh->crc;
 	((struct shim_udp_hdr *)d)->crc = 0;
-	crc = shim_crc32c(0, d, n);
+	hl = n < SHIM_UDP_HDRS ? n : SHIM_UDP_HDRS;
+	crc = shim_crc32c(0, d, hl);
+	if (n > hl)
+		crc = shim_crc32c_wide(crc, d + hl, n - hl);
 	if (crc != want) {
 		u->st.drop_crc++;
 		return false;

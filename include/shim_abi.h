@@ -455,7 +455,7 @@ bool shim_host_has_ipv4(uint32_t ipv4);
  * of its send ring relative to the flow's start (psn 0 = first packet).
  */
 #define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
-#define SHIM_UDP_VERSION 1u
+#define SHIM_UDP_VERSION 2u
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
@@ -470,7 +470,9 @@ struct shim_udp_hdr {
 	uint32_t src_nonce; /* sender's receive context (restart detection) */
 	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
 	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more missing */
-	uint32_t crc;       /* CRC32C of the datagram with this field 0 */
+	uint32_t crc;       /* with this field 0: shim_crc32c of the two headers
+			     * (this one, and the packet header of DATA),
+			     * continued by shim_crc32c_wide over the payload */
 	uint64_t src_host;  /* sender's host id, lid, ctx, unit: its address */
 	uint16_t src_lid;
 	uint16_t src_ctx;
