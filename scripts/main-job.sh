@@ -21,8 +21,9 @@ JOBS=${OPX_JOBS:-$(nproc)}
 PACKAGES=(libfabric-dev libfabric-bin libibverbs-dev libnuma-dev libcmocka-dev
 	openmpi-bin libopenmpi-dev autoconf automake libtool pkg-config make gcc
 	clang iproute2)
-# Only the test suite needs these: the Debian package build and its checks.
-TEST_PACKAGES=(dpkg-dev debhelper fakeroot lintian)
+# Only the test suite needs these: the Debian package build and its checks,
+# and nftables for the tests that drop packets between namespace hosts.
+TEST_PACKAGES=(dpkg-dev debhelper fakeroot lintian nftables)
 
 log() { printf '\n==> %s\n' "$*"; }
 
