@@ -62,13 +62,18 @@
 #define SHIM_UDP_HDRS (sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
 #define SHIM_UDP_HASH 256u
 /* The send ring of one flow: replay memory for up to this many packets
- * and bytes in flight towards one peer. */
+ * and bytes in flight towards one peer (fewer bytes when the receive
+ * queue we got is small, see shim_udp_open). */
 #define SHIM_UDP_RING_CNT 1024u
-#define SHIM_UDP_RING_BYTES (4u << 20)
+#define SHIM_UDP_RING_BYTES (1u << 20)
 /* Packets one transmit call hands the kernel at most (one sendmmsg);
  * consecutive datagrams of one size travel as one UDP_SEGMENT (GSO) send
  * of at most SHIM_UDP_GSO_BYTES, cut into datagrams below the socket. */
 #define SHIM_UDP_TX_BATCH 64u
+/* Receive queue asked for (shim_udp_open), and the smallest send ring
+ * whatever the queue we got. */
+#define SHIM_UDP_RCVBUF (16 << 20)
+#define SHIM_UDP_RING_MIN (128u << 10)
 #define SHIM_UDP_GSO_BYTES 65000u
 #define SHIM_UDP_GSO_SEGS 64u
 
@@ -124,6 +129,7 @@ struct shim_udp {
 	struct sockaddr_in held_to;
 	uint8_t *scratch;           /* linearised datagram (faults) */
 	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
+	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
 	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
 	uint8_t *rbuf;              /* SHIM_UDP_BATCH receive buffers */
 	size_t rbuf_sz;
@@ -137,6 +143,7 @@ struct shim_udp {
 	pthread_mutex_t lock;
 	pthread_t wd_thread;
 	bool wd_running;
+	struct shim_udp *wd_next;   /* running watchdogs (shim_udp_wd_list) */
 	int wd_pipe[2];
 	_Atomic uint64_t app_ns; /* the owner's last receive poll */
 };
@@ -775,6 +782,12 @@ static void *shim_udp_watchdog(void *arg)
 	return NULL;
 }
 
+/* Watchdogs still running when the process exits (an application that
+ * exits with endpoints open) are stopped by the library's destructor:
+ * the code they run is unmapped right after it. */
+static pthread_mutex_t shim_udp_wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_udp *shim_udp_wd_list;
+
 static void shim_udp_watchdog_start(struct shim_udp *u)
 {
 	if (u->wd_running || pipe2(u->wd_pipe, O_CLOEXEC) < 0)
@@ -785,19 +798,56 @@ static void shim_udp_watchdog_start(struct shim_udp *u)
 		return;
 	}
 	u->wd_running = true;
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	u->wd_next = shim_udp_wd_list;
+	shim_udp_wd_list = u;
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+}
+
+/* Stop and join; false if the destructor already did (or none ran). */
+static bool shim_udp_watchdog_join(struct shim_udp *u)
+{
+	const char b = 1;
+	bool listed = false;
+
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	for (struct shim_udp **pp = &shim_udp_wd_list; *pp; pp = &(*pp)->wd_next) {
+		if (*pp == u) {
+			*pp = u->wd_next;
+			listed = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+	if (!listed)
+		return false;
+	(void)!write(u->wd_pipe[1], &b, 1);
+	pthread_join(u->wd_thread, NULL);
+	return true;
 }
 
 static void shim_udp_watchdog_stop(struct shim_udp *u)
 {
-	const char b = 1;
-
 	if (!u->wd_running)
 		return;
-	(void)!write(u->wd_pipe[1], &b, 1);
-	pthread_join(u->wd_thread, NULL);
+	(void)shim_udp_watchdog_join(u);
 	close(u->wd_pipe[0]);
 	close(u->wd_pipe[1]);
 	u->wd_running = false;
+}
+
+__attribute__((destructor)) static void shim_udp_watchdogs_exit(void)
+{
+	for (;;) {
+		struct shim_udp *u;
+
+		pthread_mutex_lock(&shim_udp_wd_lock);
+		u = shim_udp_wd_list;
+		pthread_mutex_unlock(&shim_udp_wd_lock);
+		if (!u)
+			return;
+		(void)shim_udp_watchdog_join(u);
+	}
 }
 
 static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_t port)
@@ -812,7 +862,7 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	l->mem_len = ctl_sz + hdrq_sz + SHIM_UDP_RING_BYTES;
+	l->mem_len = ctl_sz + hdrq_sz + u->ring_bytes;
 	l->mem = mmap(NULL, l->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (l->mem == MAP_FAILED) {
 		free(l);
@@ -831,7 +881,7 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	ctl->magic = SHIM_CTL_MAGIC;
 	ctl->abi_version = SHIM_ABI_VERSION;
 	ctl->hdrq_cnt = SHIM_UDP_RING_CNT;
-	ctl->egr_blocks = SHIM_UDP_RING_BYTES / SHIM_BLOCK;
+	ctl->egr_blocks = u->ring_bytes / SHIM_BLOCK;
 	ctl->mtu = u->mtu;
 	ctl->hdrq_off = ctl_sz;
 	ctl->egr_off = ctl_sz + hdrq_sz;
@@ -1213,7 +1263,8 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	struct shim_udp *u;
 	uint32_t if_ip = 0, if_mtu = 1500, mtu;
 	socklen_t sl = sizeof(sin);
-	int rc, buf = 4 << 20;
+	int rc, buf = SHIM_UDP_RCVBUF, got;
+	socklen_t bl;
 
 	if (!ctx)
 		return -EINVAL;
@@ -1259,8 +1310,24 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 		rc = u->fd < 0 ? -errno : -ENOMEM;
 		goto err;
 	}
-	(void)setsockopt(u->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	/* A receive queue that overflows loses whole bursts (each costs a
+	 * timeout): ask for SHIM_UDP_RCVBUF, beyond net.core.rmem_max where
+	 * we may (CAP_NET_ADMIN), and size each link's send ring, which
+	 * bounds what is in flight towards a peer, to what a queue of the
+	 * size we got holds (the kernel counts about twice a datagram's
+	 * bytes, and reports twice what it grants); peers are assumed to be
+	 * configured alike.  Everything published is sent at once, so
+	 * nothing waits for this process to progress (the watchdog only
+	 * sends again). */
+	if (setsockopt(u->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
+		(void)setsockopt(u->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	(void)setsockopt(u->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	bl = sizeof(got);
+	if (getsockopt(u->fd, SOL_SOCKET, SO_RCVBUF, &got, &bl) < 0 || got <= 0)
+		got = 212992;
+	u->ring_bytes = SHIM_UDP_RING_BYTES;
+	while (u->ring_bytes > SHIM_UDP_RING_MIN && u->ring_bytes > (uint32_t)got / 4u)
+		u->ring_bytes /= 2;
 	/* Every address of the host (the name says which one to use): a
 	 * peer that reached us through loopback is answered from there. */
 	memset(&sin, 0, sizeof(sin));
