@@ -10,10 +10,11 @@
 #     found through fi_getinfo(node, service) only) under 2 % loss, its
 #     telemetry counting the retransmissions.
 #  2. Two hosts (network namespaces from scripts/hosts.sh, jumbo frames):
-#     fi_pingpong across them, again with 1 % of UDP dropped by the
-#     kernel (nftables) and over a 1500-byte path; then the project's MPI
-#     programs across 2 hosts (1 rank each: udp) and 2 x 2 ranks (shm and
-#     udp peers in one job).
+#     fi_pingpong across them (up to 64 MiB), again with 1 % of UDP
+#     dropped by the kernel (nftables) and over a 1500-byte path; then the
+#     project's MPI programs across 2 hosts (1 rank each: udp) and 2 x 2
+#     ranks (shm and udp peers in one job), and across 4 hosts (1 and 2
+#     ranks per host).
 #  Where namespaces cannot be made, part 2 reports SKIP with the reason.
 #
 # Environment: FI_PROVIDER_PATH / OPX_BUILD_DIR as for pingpong.sh,
@@ -95,10 +96,11 @@ trap cleanup EXIT
 
 # hosts.sh holds 198.18.0.0/24 for one set of hosts at a time: wait (at
 # most 10 minutes) while another run's hosts are up.
-hosts_up() { # extra env for hosts.sh as VAR=value...
-	local i
+hosts_up() { # N [extra env for hosts.sh as VAR=value...]
+	local i n=$1
+	shift
 	for ((i = 0; i < 60; i++)); do
-		if env "$@" bash "$hosts" up 2 $prefix >/tmp/opx-udp-up.$$ 2>&1; then
+		if env "$@" bash "$hosts" up "$n" $prefix >/tmp/opx-udp-up.$$ 2>&1; then
 			rm -f /tmp/opx-udp-up.$$
 			return 0
 		fi
@@ -144,8 +146,25 @@ pp_hosts() { # label size...
 	result "$label" $ok
 }
 
-if hosts_up; then
-	pp_hosts "2 hosts, jumbo frames, sizes $sizes" $sizes
+# the project's MPI programs across the hosts that are up, NP ranks placed
+# round-robin over them (2 slots each)
+mpi_hosts() { # label np
+	local rc extra
+	extra="$(HOSTS_SLOTS=2 bash "$hosts" mpirun-args $prefix) --map-by node"
+	MPI_EXTRA_ARGS="$extra" NPS=$2 RNDV_MODES=cma OSC_TESTS=0 TEST_TIMEOUT=120 \
+		MPI_TESTS="mpi_ring mpi_pingpong mpi_large mpi_coll mpi_wildcard" \
+		bash "$top/test/mpi/run_mpi_tests.sh" >/tmp/opx-udp-mpi.$$ 2>&1
+	rc=$?
+	[ $rc = 0 ] || tail -30 /tmp/opx-udp-mpi.$$
+	rm -f /tmp/opx-udp-mpi.$$
+	result "$1" $rc
+}
+have_mpi=0
+command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 && have_mpi=1
+big=67108864
+[ "${UDP_QUICK:-0}" = 1 ] && big=
+if hosts_up 2; then
+	pp_hosts "2 hosts, jumbo frames, sizes $sizes $big" $sizes $big
 	if bash "$hosts" drop ${prefix}1 1 >/dev/null 2>&1 &&
 	   bash "$hosts" drop ${prefix}2 1 >/dev/null 2>&1; then
 		pp_hosts "2 hosts, 1% of UDP dropped by nftables" $fault_sizes
@@ -154,17 +173,9 @@ if hosts_up; then
 	else
 		echo "SKIP: kernel drops (nft unavailable)"
 	fi
-	if command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1; then
-		for np in 2 4; do
-			extra="$(HOSTS_SLOTS=2 bash "$hosts" mpirun-args $prefix) --map-by node"
-			MPI_EXTRA_ARGS="$extra" NPS=$np RNDV_MODES=cma OSC_TESTS=0 TEST_TIMEOUT=120 \
-				MPI_TESTS="mpi_ring mpi_pingpong mpi_large mpi_coll mpi_wildcard" \
-				bash "$top/test/mpi/run_mpi_tests.sh" >/tmp/opx-udp-mpi.$$ 2>&1
-			rc=$?
-			[ $rc = 0 ] || tail -30 /tmp/opx-udp-mpi.$$
-			result "MPI across 2 hosts, $np ranks" $rc
-		done
-		rm -f /tmp/opx-udp-mpi.$$
+	if [ $have_mpi = 1 ]; then
+		mpi_hosts "MPI across 2 hosts, 2 ranks" 2
+		mpi_hosts "MPI across 2 hosts, 4 ranks" 4
 	else
 		echo "SKIP: MPI across hosts (no mpirun/mpicc)"
 	fi
@@ -173,11 +184,20 @@ else
 	result "create 2 hosts" 1
 fi
 
-if hosts_up HOSTS_MTU=1500; then
+if hosts_up 2 HOSTS_MTU=1500; then
 	pp_hosts "2 hosts, 1500-byte path" 1 1343 1344 1345 8193 1048576
 	cleanup
 else
 	result "create 2 hosts with a 1500-byte path" 1
+fi
+if [ $have_mpi = 0 ]; then
+	echo "SKIP: MPI across 4 hosts (no mpirun/mpicc)"
+elif hosts_up 4; then
+	mpi_hosts "MPI across 4 hosts, 4 ranks" 4
+	mpi_hosts "MPI across 4 hosts, 8 ranks" 8
+	cleanup
+else
+	result "create 4 hosts" 1
 fi
 
 echo "udp.sh: $pass passed, $fail failed"
