@@ -126,13 +126,23 @@ static bool shim_peer_owner_running(const struct shim_peer_priv *pp)
 	return alive;
 }
 
+/* A peer on the udp wire has no process here to copy with, even when it
+ * happens to run on this host (FI_OPX_WIRE=udp): nothing verified it, and
+ * on another host its pid names some unrelated local process.  Its link
+ * never records one (shim_udp_link_new); the wire check says so
+ * explicitly, so no change there can make CMA reach a stranger. */
+static bool shim_peer_cma_none(const struct shim_peer_priv *pp)
+{
+	return pp->pub.wire == SHIM_WIRE_UDP || !pp->owner_pid;
+}
+
 int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid)
 {
 	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
 
 	if (!peer || !pid)
 		return -EINVAL;
-	if (!pp->owner_pid)
+	if (shim_peer_cma_none(pp))
 		return -ESRCH;
 	*pid = pp->owner_pid;
 	return 0;
@@ -144,7 +154,7 @@ int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid)
 
 	if (!peer || !pid)
 		return -EINVAL;
-	if (!pp->owner_pid || !shim_peer_owner_running(pp))
+	if (shim_peer_cma_none(pp) || !shim_peer_owner_running(pp))
 		return -ESRCH;
 	*pid = pp->owner_pid;
 	return 0;

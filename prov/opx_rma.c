@@ -211,6 +211,17 @@ static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
 	return dest < av->count && av->table[dest].valid ? &av->table[dest] : NULL;
 }
 
+/* CMA needs the process the shim verified behind the peer (opx_cma_peer).
+ * A peer on the udp wire has none, on another host or on this one
+ * (FI_OPX_WIRE=udp): its pid is not ours to use.  Nor has one in another
+ * pid namespace.  With those, large operations go by chunks. */
+static bool opx_rma_cma_peer(const struct shim_peer *peer)
+{
+	pid_t pid;
+
+	return shim_peer_cma_pid_recorded(peer, &pid) == 0;
+}
+
 /* Send the one request of a CMA operation (opx_rma.h).  While no CMA
  * operation to that address has worked yet, it is a probe: later
  * operations wait for its answer, which may send it back to chunks; a
@@ -434,8 +445,10 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 	}
 	chunk = peer->mtu < ep->rx->mtu ? peer->mtu : ep->rx->mtu;
 	nchunks = a->type == OPX_RT_ATOMIC ? 1 : (len ? (len + chunk - 1) / chunk : 1);
+	/* a peer without a verified process is not even probed: the probe
+	 * would only hold the operations behind it for a refusal */
 	bool cma = a->type != OPX_RT_ATOMIC && opx_env.rma_cma && len >= opx_env.rma_cma &&
-		   len > chunk && ep->av->table[a->dest].rma_cma >= 0;
+		   len > chunk && ep->av->table[a->dest].rma_cma >= 0 && opx_rma_cma_peer(peer);
 	if (cma)
 		nchunks = 1;
 	if (nchunks > OPX_RMA_CHUNK_MAX)
@@ -607,11 +620,15 @@ static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h
 /* A CMA read or write (opx_rma.h): the initiator's buffer is checked to
  * add up to the length, the region is resolved for all of it, then one
  * copy with the process the shim verified for that peer.  A target that
- * may not use CMA says so (OPX_PF_CMA reply) and touches nothing. */
+ * may not use CMA, or has no verified process for the initiator (udp
+ * wire, another pid namespace: the initiator's view of us may differ),
+ * says so (OPX_PF_CMA reply) and touches nothing; the initiator sends
+ * the operation again by chunks. */
 static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct shim_peer *peer,
 			   const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	bool write = h->opcode == OPX_OP_RMA_WRITE;
+	bool can = opx_env.rndv_cma && opx_env.rma_cma && opx_rma_cma_peer(peer);
 	struct iovec loc[OPX_IOV_LIMIT], rem[OPX_IOV_LIMIT];
 	struct opx_rma_cma_req q;
 	struct opx_mr *mr = NULL;
@@ -635,7 +652,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 		goto bad;
 	status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, q.len,
 				       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc, &mr);
-	if (!status && write && opx_env.rndv_cma && opx_env.rma_cma) {
+	if (!status && write && can) {
 		/* the initiator writes: tell it where */
 		struct opx_rma_grant g = {.iov_count = (uint32_t)nloc};
 		struct iovec v = {.iov_base = &g, .iov_len = sizeof(g)};
@@ -651,7 +668,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 	if (!status) {
 		ssize_t n = -EPERM;
 
-		if (opx_env.rndv_cma && opx_env.rma_cma)
+		if (can)
 			n = opx_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, true);
 		if (n == -EPERM || n == -ENOSYS) {
 			opx_rma_reply_flags(ep, st, peer, h->p.u64[1], 0, OPX_PF_CMA, NULL, 0, 0);

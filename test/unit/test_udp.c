@@ -6,7 +6,8 @@
  * packets free the send ring; whatever a hostile or broken sender puts
  * on the socket (random bytes, mutated headers, another job's key, a
  * wrong length, a flipped byte) is dropped and counted, and good traffic
- * still passes after it; fault injection is reproducible from its seed.
+ * still passes after it; fault injection is reproducible from its seed;
+ * a udp peer is never a process for Cross Memory Attach.
  * Two receive contexts of one process talk over loopback; every loop is
  * bounded in count and in time.
  */
@@ -204,6 +205,33 @@ static void test_udp_exchange(void **state)
 	t_pair_close(&t);
 }
 
+/* A udp peer is never a process to copy with (Cross Memory Attach), in
+ * either direction, even here where both contexts are this very process:
+ * across hosts its pid would name a stranger. */
+static void test_udp_no_cma(void **state)
+{
+	struct shim_udp_pkt pkts[4];
+	struct t_pair t;
+	pid_t pid = 0;
+	int got = 0;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	assert_int_equal(shim_peer_cma_pid(t.to_b, &pid), -ESRCH);
+	assert_int_equal(shim_peer_cma_pid_recorded(t.to_b, &pid), -ESRCH);
+	/* b's peer for a, learnt from a datagram */
+	assert_int_equal(t_send(t.to_b, 1), 0);
+	double end = t_now() + 5.0;
+	while (!got && t_now() < end)
+		got = shim_udp_recv(t.b, pkts, 4);
+	assert_int_equal(got, 1);
+	assert_non_null(pkts[0].peer);
+	assert_int_equal(shim_peer_cma_pid(pkts[0].peer, &pid), -ESRCH);
+	assert_int_equal(shim_peer_cma_pid_recorded(pkts[0].peer, &pid), -ESRCH);
+	assert_int_equal(pid, 0);
+	t_pair_close(&t);
+}
+
 /* Random datagrams and mutated valid ones are dropped and counted, never
  * delivered; a good packet after them still arrives. */
 static void test_udp_fuzz(void **state)
@@ -316,6 +344,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
+		cmocka_unit_test(test_udp_no_cma),
 		cmocka_unit_test(test_udp_fuzz),
 		cmocka_unit_test(test_udp_fault_seed),
 	};
