@@ -143,8 +143,9 @@ struct shim_udp {
 	pthread_mutex_t lock;
 	pthread_t wd_thread;
 	bool wd_running;
-	struct shim_udp *wd_next;   /* running watchdogs (shim_udp_wd_list) */
+	pid_t wd_pid;            /* the process the thread runs in (fork) */
 	int wd_pipe[2];
+	struct shim_udp *wd_next; /* shim_udp_wd_list */
 	_Atomic uint64_t app_ns; /* the owner's last receive poll */
 };
 
@@ -782,9 +783,14 @@ static void *shim_udp_watchdog(void *arg)
 	return NULL;
 }
 
-/* Watchdogs still running when the process exits (an application that
- * exits with endpoints open) are stopped by the library's destructor:
- * the code they run is unmapped right after it. */
+/*
+ * Every running watchdog of the process, so that they stop before the
+ * code they run goes away.  An application may exit with endpoints open
+ * (an error path, an MPI abort): libfabric's destructor then dlcloses
+ * the provider while the threads still poll, and each woke up in
+ * unmapped code (SIGSEGV at exit, turning exit(0) into a crash).  The
+ * library's destructor (shim_udp_unload) stops them first.
+ */
 static pthread_mutex_t shim_udp_wd_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shim_udp *shim_udp_wd_list;
 
@@ -798,56 +804,64 @@ static void shim_udp_watchdog_start(struct shim_udp *u)
 		return;
 	}
 	u->wd_running = true;
+	u->wd_pid = getpid();
 	pthread_mutex_lock(&shim_udp_wd_lock);
 	u->wd_next = shim_udp_wd_list;
 	shim_udp_wd_list = u;
 	pthread_mutex_unlock(&shim_udp_wd_lock);
 }
 
-/* Stop and join; false if the destructor already did (or none ran). */
-static bool shim_udp_watchdog_join(struct shim_udp *u)
+/* Stop and join the thread; in a child forked after it started there is
+ * no thread to join, and the pipe is still the parent's: writing to it
+ * would stop the parent's watchdog, so the child only lets go of it. */
+static void shim_udp_watchdog_halt(struct shim_udp *u)
 {
 	const char b = 1;
-	bool listed = false;
 
-	pthread_mutex_lock(&shim_udp_wd_lock);
-	for (struct shim_udp **pp = &shim_udp_wd_list; *pp; pp = &(*pp)->wd_next) {
-		if (*pp == u) {
-			*pp = u->wd_next;
-			listed = true;
-			break;
-		}
+	if (u->wd_pid == getpid()) {
+		(void)!write(u->wd_pipe[1], &b, 1);
+		pthread_join(u->wd_thread, NULL);
 	}
-	pthread_mutex_unlock(&shim_udp_wd_lock);
-	if (!listed)
-		return false;
-	(void)!write(u->wd_pipe[1], &b, 1);
-	pthread_join(u->wd_thread, NULL);
-	return true;
-}
-
-static void shim_udp_watchdog_stop(struct shim_udp *u)
-{
-	if (!u->wd_running)
-		return;
-	(void)shim_udp_watchdog_join(u);
 	close(u->wd_pipe[0]);
 	close(u->wd_pipe[1]);
 	u->wd_running = false;
 }
 
-__attribute__((destructor)) static void shim_udp_watchdogs_exit(void)
+static void shim_udp_watchdog_stop(struct shim_udp *u)
 {
-	for (;;) {
-		struct shim_udp *u;
+	struct shim_udp **pp;
 
-		pthread_mutex_lock(&shim_udp_wd_lock);
-		u = shim_udp_wd_list;
-		pthread_mutex_unlock(&shim_udp_wd_lock);
-		if (!u)
-			return;
-		(void)shim_udp_watchdog_join(u);
+	if (!u->wd_running)
+		return;
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	for (pp = &shim_udp_wd_list; *pp; pp = &(*pp)->wd_next) {
+		if (*pp == u) {
+			*pp = u->wd_next;
+			break;
+		}
 	}
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+	shim_udp_watchdog_halt(u);
+}
+
+/* The library is unloaded (dlclose, or exit with contexts still open):
+ * the threads go first.  The contexts stay as they are; nothing may use
+ * them once their code is gone. */
+__attribute__((destructor)) static void shim_udp_fini(void)
+{
+	shim_udp_unload();
+}
+
+void shim_udp_unload(void)
+{
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	while (shim_udp_wd_list) {
+		struct shim_udp *u = shim_udp_wd_list;
+
+		shim_udp_wd_list = u->wd_next;
+		shim_udp_watchdog_halt(u);
+	}
+	pthread_mutex_unlock(&shim_udp_wd_lock);
 }
 
 static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_t port)

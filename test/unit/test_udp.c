@@ -7,11 +7,13 @@
  * on the socket (random bytes, mutated headers, another job's key, a
  * wrong length, a flipped byte) is dropped and counted, and good traffic
  * still passes after it; fault injection is reproducible from its seed;
- * a udp peer is never a process for Cross Memory Attach.
+ * a udp peer is never a process for Cross Memory Attach; unloading the
+ * library stops the watchdog threads (not a forked parent's).
  * Two receive contexts of one process talk over loopback; every loop is
  * bounded in count and in time.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,6 +235,49 @@ static void test_udp_no_cma(void **state)
 	t_pair_close(&t);
 }
 
+static int t_threads(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The library's destructor (exit or dlclose with contexts open) stops
+ * the watchdog threads, which would otherwise wake up in unmapped code;
+ * a child forked meanwhile leaves its parent's threads running; closing
+ * the contexts afterwards still works. */
+static void test_udp_unload(void **state)
+{
+	struct t_pair t;
+	int before, st;
+	pid_t pid;
+
+	(void)state;
+	before = t_threads();
+	t_pair_open(&t, NULL); /* a flow: a's watchdog runs */
+	assert_int_equal(t_threads(), before + 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		shim_udp_unload();
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	usleep(20000); /* a watchdog told to stop would be gone by now */
+	assert_int_equal(t_threads(), before + 1);
+	shim_udp_unload();
+	assert_int_equal(t_threads(), before);
+	shim_udp_unload(); /* nothing left: no-op */
+	t_pair_close(&t);
+}
+
 /* Random datagrams and mutated valid ones are dropped and counted, never
  * delivered; a good packet after them still arrives. */
 static void test_udp_fuzz(void **state)
@@ -345,6 +391,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
 		cmocka_unit_test(test_udp_no_cma),
+		cmocka_unit_test(test_udp_unload),
 		cmocka_unit_test(test_udp_fuzz),
 		cmocka_unit_test(test_udp_fault_seed),
 	};
