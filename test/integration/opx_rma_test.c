@@ -4,7 +4,9 @@
  * public libfabric API (FI_PROVIDER selects the provider, default opx).
  *
  * The program forks: the parent is the target, NCHILD children are
- * initiators.  Addresses and keys go over pipes (no ports).  The target
+ * initiators.  Addresses and keys go over pipes (no ports), or, with
+ * -l/-c, over TCP between a target and initiators on different hosts
+ * (the udp wire between them).  The target
  * only progresses (manual progress: a target that reads its CQ) and
  * answers the children's requests to check its memory.  Child 0:
  *   - write/read/writev/readv/writedata sweep 0 B .. 64 MiB around every
@@ -18,16 +20,24 @@
  * Every child: concurrent fetch-add and compare-swap increments of two
  * counters at the target, whose final values must be exact.
  *
- *   opx_rma_test [-p prov] [-v]     -v: FI_MR_VIRT_ADDR | FI_MR_PROV_KEY
+ *   opx_rma_test [-p prov] [-v] [-l PORT | -c HOST:PORT]
+ *     -v       FI_MR_VIRT_ADDR | FI_MR_PROV_KEY (give it to both sides)
+ *     -l PORT  the target only: it waits on TCP PORT (0: any; the port
+ *              is printed as "listening on port N") for the NCHILD
+ *              initiators of one -c instead of forking them
+ *     -c HOST:PORT  the initiators only, forked here, each connecting
+ *              to the target's -l; exit status 0 when all passed
  */
 #include <complex.h>
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -571,27 +581,145 @@ static void child(int idx)
 }
 
 /* ---------------------------------------------------------------------
+ * Across hosts (-l / -c): the pipes become one TCP connection per
+ * initiator, which first sends its index.
+ */
+static int tcp_connect(const char *hostport)
+{
+	char host[256], *colon;
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
+	int fd = -1, rc;
+
+	snprintf(host, sizeof(host), "%s", hostport);
+	colon = strrchr(host, ':');
+	if (!colon)
+		DIE("-c wants HOST:PORT, not %s", hostport);
+	*colon = '\0';
+	rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (rc)
+		DIE("%s: %s", hostport, gai_strerror(rc));
+	/* the target may still be starting */
+	for (int i = 0; i < 100; i++) {
+		fd = socket(ai->ai_family, ai->ai_socktype, 0);
+		if (fd < 0)
+			DIE("socket: %s", strerror(errno));
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		close(fd);
+		fd = -1;
+		usleep(100000);
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		DIE("no target at %s", hostport);
+	return fd;
+}
+
+/* -c: NCHILD initiators against a remote target. */
+static int initiators(const char *hostport)
+{
+	pid_t pids[NCHILD];
+	int failed = 0;
+
+	for (int i = 0; i < NCHILD; i++) {
+		pids[i] = fork();
+		if (pids[i] < 0)
+			DIE("fork");
+		if (pids[i] == 0) {
+			int fd = tcp_connect(hostport);
+
+			xwrite(fd, &i, sizeof(i));
+			to_parent = from_parent = fd;
+			child(i);
+		}
+	}
+	for (int i = 0; i < NCHILD; i++) {
+		int st;
+
+		if (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "FAIL: initiator %d exited with status 0x%x\n", i, st);
+			failed = 1;
+		}
+	}
+	printf("%s\n", failed ? "FAIL" : "PASS");
+	return failed;
+}
+
+/* -l: accept the NCHILD initiators of one -c; conn[i] is initiator i's. */
+static void accept_initiators(const char *port, int conn[NCHILD])
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sin);
+	int one = 1, ls = socket(AF_INET, SOCK_STREAM, 0);
+	char *end;
+	long p = strtol(port, &end, 10);
+
+	if (*end || p < 0 || p > 65535)
+		DIE("bad port %s", port);
+	sin.sin_port = htons((uint16_t)p);
+	if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(ls, (struct sockaddr *)&sin, sizeof(sin)) || listen(ls, NCHILD) ||
+	    getsockname(ls, (struct sockaddr *)&sin, &sl))
+		DIE("listen on port %s: %s", port, strerror(errno));
+	printf("listening on port %u\n", (unsigned)ntohs(sin.sin_port));
+	for (int i = 0; i < NCHILD; i++)
+		conn[i] = -1;
+	for (int n = 0; n < NCHILD; n++) {
+		struct pollfd pl = {.fd = ls, .events = POLLIN};
+		int fd, idx;
+
+		while (poll(&pl, 1, 1000) == 0)
+			check_deadline();
+		fd = accept(ls, NULL, NULL);
+		if (fd < 0)
+			DIE("accept: %s", strerror(errno));
+		xread(fd, &idx, sizeof(idx));
+		if (idx < 0 || idx >= NCHILD || conn[idx] >= 0)
+			DIE("initiator index %d twice or out of range", idx);
+		conn[idx] = fd;
+	}
+	close(ls);
+}
+
+/* ---------------------------------------------------------------------
  * Target.
  */
 int main(int argc, char **argv)
 {
 	int opt, up[NCHILD][2], down[NCHILD][2], failed = 0;
+	const char *listen_port = NULL, *connect_to = NULL;
 	pid_t pids[NCHILD];
 	struct node t;
 
-	while ((opt = getopt(argc, argv, "p:v")) != -1) {
+	while ((opt = getopt(argc, argv, "p:vl:c:")) != -1) {
 		if (opt == 'p')
 			prov = optarg;
 		else if (opt == 'v')
 			virt = true;
+		else if (opt == 'l')
+			listen_port = optarg;
+		else if (opt == 'c')
+			connect_to = optarg;
 		else {
-			fprintf(stderr, "usage: %s [-p prov] [-v]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-p prov] [-v] [-l PORT | -c HOST:PORT]\n",
+				argv[0]);
 			return 2;
 		}
 	}
 	t_start = time(NULL);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	for (int i = 0; i < NCHILD; i++) {
+	if (connect_to)
+		return initiators(connect_to);
+	if (listen_port) {
+		int conn[NCHILD];
+
+		accept_initiators(listen_port, conn);
+		for (int i = 0; i < NCHILD; i++) {
+			up[i][0] = down[i][1] = conn[i];
+			pids[i] = -1;
+		}
+	}
+	for (int i = 0; !listen_port && i < NCHILD; i++) {
 		if (pipe(up[i]) || pipe(down[i]))
 			DIE("pipe");
 		pids[i] = fork();
@@ -711,6 +839,8 @@ int main(int argc, char **argv)
 			default:
 				DIE("bad command %d", cm.op);
 			}
+			if (ok != 'k')
+				failed = 1; /* the initiator may be on another host */
 			xwrite(down[i][1], &ok, 1);
 		}
 	}
@@ -725,7 +855,23 @@ int main(int argc, char **argv)
 		printf("target: %d processes: fetch-add counter %llu, compare-swap counter %llu exact\n",
 		       NCHILD, (unsigned long long)a, (unsigned long long)b);
 	}
-	for (int i = 0; i < NCHILD; i++) {
+	for (int i = 0; listen_port && i < NCHILD; i++) {
+		/* keep progressing until the initiator has closed its
+		 * endpoint and exited: its connection reaches end of file */
+		char c;
+
+		for (;;) {
+			struct pollfd pl = {.fd = up[i][0], .events = POLLIN};
+			struct fi_cq_data_entry e;
+
+			(void)fi_cq_read(t.cq, &e, 1);
+			check_deadline();
+			if (poll(&pl, 1, 0) > 0 && read(up[i][0], &c, 1) <= 0)
+				break;
+		}
+		close(up[i][0]);
+	}
+	for (int i = 0; !listen_port && i < NCHILD; i++) {
 		int st;
 		/* keep progressing until the child has exited */
 		while (waitpid(pids[i], &st, WNOHANG) == 0) {
