@@ -68,6 +68,7 @@ struct opx_rma_op {
 	struct iovec iov[OPX_IOV_LIMIT];
 	struct iovec cmp[OPX_IOV_LIMIT];
 	struct iovec res[OPX_IOV_LIMIT];
+	uint8_t *inj;         /* FI_INJECT: the source, copied (opx_rma_post_locked) */
 	struct opx_rma_op *next_free;
 };
 
@@ -137,6 +138,8 @@ void opx_rma_fini(struct opx_ep *ep)
 		opx_list_remove(l);
 		free(OPX_CONTAINER_OF(l, struct opx_rma_reply, link));
 	}
+	for (size_t i = 0; i < OPX_RMA_OPS; i++)
+		free(st->ops[i].inj);
 	free(st->scratch);
 	free(st);
 	ep->rma = NULL;
@@ -179,6 +182,17 @@ static size_t opx_iov_total(const struct iovec *iov, size_t cnt)
 /* ---------------------------------------------------------------------
  * Initiator: completion.
  */
+/* Give a descriptor back: completed, or refused before it started. */
+static void opx_rma_op_put(struct opx_rma_state *st, struct opx_rma_op *op)
+{
+	free(op->inj);
+	op->inj = NULL;
+	op->busy = false;
+	op->next_free = st->free;
+	st->free = op;
+	st->busy_ops--;
+}
+
 static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
 {
 	struct opx_cntr *cntr = (op->cflags & FI_READ) ? ep->read_cntr : ep->write_cntr;
@@ -195,11 +209,8 @@ static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct
 					     FI_ADDR_NOTAVAIL);
 		opx_cntr_inc(cntr);
 	}
-	op->busy = false;
 	op->gen = (op->gen + 1) & ((1u << (32 - OPX_RMA_IDX_BITS)) - 1);
-	op->next_free = st->free;
-	st->free = op;
-	st->busy_ops--;
+	opx_rma_op_put(st, op);
 }
 
 /* The address's entry, for what we learnt about CMA with it; NULL once
@@ -491,14 +502,26 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 		break;
 	}
 	st->busy_ops++;
+	if ((op->flags & FI_INJECT) && (op->nchunks > 1 || op->cma)) {
+		/* The caller may reuse an inject's buffer as soon as the call
+		 * returns, but only a single chunk is sure to leave now or not
+		 * at all: more of them (a udp path's MTU is below inject_size)
+		 * may wait for the window or for credits, and a CMA write is
+		 * copied when its grant comes back.  Those go from a copy. */
+		op->inj = malloc(len);
+		if (!op->inj) {
+			opx_rma_op_put(st, op);
+			return -FI_ENOMEM;
+		}
+		opx_rma_gather(op->inj, a->iov, a->cnt, 0, len);
+		op->iov[0] = (struct iovec){.iov_base = op->inj, .iov_len = len};
+		op->cnt = 1;
+	}
 
 	rc = opx_list_empty(&st->queue) ? opx_rma_push(ep, st, op) : -EAGAIN;
 	if (rc == -EAGAIN && (op->flags & FI_INJECT) && op->sent == 0) {
 		/* inject never waits: the caller progresses and retries */
-		op->busy = false;
-		op->next_free = st->free;
-		st->free = op;
-		st->busy_ops--;
+		opx_rma_op_put(st, op);
 		return -FI_EAGAIN;
 	}
 	if (rc == -EAGAIN) {
@@ -507,10 +530,7 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 		return 0;
 	}
 	if (rc) {
-		op->busy = false;
-		op->next_free = st->free;
-		st->free = op;
-		st->busy_ops--;
+		opx_rma_op_put(st, op);
 		return opx_err_from_shim(rc);
 	}
 	return 0;

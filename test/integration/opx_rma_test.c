@@ -15,6 +15,8 @@
  *     target, in order;
  *   - every atomic op x datatype x call against a reference computed
  *     here on small integers every datatype represents exactly;
+ *   - an fi_inject_write whose buffer is overwritten as soon as the call
+ *     returns, posted behind a window the stalled target keeps full;
  *   - bad key, out-of-range, missing access and closed-key attempts:
  *     error completions, and the target's memory byte-for-byte unchanged.
  * Every child: concurrent fetch-add and compare-swap increments of two
@@ -57,6 +59,7 @@
 #define NINC 1000
 #define NCAS 100
 #define DEADLINE_S 240
+#define STALL_MS 300
 
 #define DIE(...)                                                                                   \
 	do {                                                                                       \
@@ -96,7 +99,8 @@ struct setup {
 
 /* Requests from an initiator to the target (pipe). */
 struct cmd {
-	char op;       /* V verify pattern, U unchanged, X close doomed key, D done */
+	char op;       /* V verify pattern, U unchanged, X close doomed key, D done,
+			  S stall: no progress for STALL_MS after answering */
 	uint32_t seed;
 	uint64_t off, len;
 	uint64_t ndata; /* D: writedata operations sent */
@@ -464,6 +468,58 @@ static void atomics(void)
 	printf("[%d] atomics: %d op x datatype x call combinations ok\n", (int)getpid(), n);
 }
 
+/* fi_inject_write returns before the data is sent, and the buffer is the
+ * caller's again at once, even when the operation needs several chunks
+ * (a udp path's MTU is smaller than inject_size) and the window is
+ * nearly full: the target stalls while 60 one-chunk writes fill it, so
+ * the inject cannot leave whole; the buffer is overwritten right after
+ * the call, then read back. */
+static void inject_window(void)
+{
+	enum { NW = 60 };
+	static uint8_t small[64], buf[8192], back[8192];
+	size_t len = me.info->tx_attr->inject_size < sizeof(buf) ? me.info->tx_attr->inject_size
+								  : sizeof(buf);
+	uint64_t ra = su.base[R_BIG] + (1u << 20); /* the sweep is over: free */
+	int ctx[NW], rctx, got = 0;
+	bool seen[NW] = {false};
+
+	fill(buf, len, 901);
+	if (ask((struct cmd){.op = 'S'}) != 'k')
+		DIE("target did not stall");
+	for (int i = 0; i < NW; i++)
+		POST(fi_write(me.ep, small, sizeof(small), NULL, tgt, su.base[R_BIG], su.key[R_BIG],
+			      &ctx[i]));
+	POST(fi_inject_write(me.ep, buf, len, tgt, ra, su.key[R_BIG]));
+	memset(buf, 0xa5, len);
+	while (got < NW) {
+		struct fi_cq_data_entry c;
+		ssize_t n = fi_cq_read(me.cq, &c, 1);
+
+		if (n == 1) {
+			int i = (int)((int *)c.op_context - ctx);
+
+			if (i < 0 || i >= NW || seen[i])
+				DIE("unexpected completion %p", c.op_context);
+			seen[i] = true;
+			got++;
+		} else if (n != -FI_EAGAIN) {
+			DIE("fi_cq_read %zd while filling the window", n);
+		}
+		check_deadline();
+	}
+	/* read after write: executed after the inject's last chunk */
+	POST(fi_read(me.ep, back, len, NULL, tgt, ra, su.key[R_BIG], &rctx));
+	expect_err(wait_comp(&rctx), 0, "read after inject");
+	fill(buf, len, 901);
+	if (memcmp(back, buf, len))
+		DIE("a %zu-byte fi_inject_write behind a full window wrote what the buffer held "
+		    "after the call",
+		    len);
+	printf("[%d] inject: %zu-byte fi_inject_write behind a nearly full window ok\n",
+	       (int)getpid(), len);
+}
+
 static void refused(void)
 {
 	/* src has one byte more than the regions: the write longer than the
@@ -570,6 +626,7 @@ static void child(int idx)
 	if (idx == 0) {
 		sweep();
 		atomics();
+		inject_window();
 		refused();
 	}
 	hammer();
@@ -776,6 +833,7 @@ int main(int argc, char **argv)
 		xwrite(down[i][1], &s, sizeof(s));
 
 	int done = 0;
+	bool stall = false;
 	uint64_t rdata = 0;
 	struct pollfd pfd[NCHILD];
 	for (int i = 0; i < NCHILD; i++)
@@ -826,6 +884,9 @@ int main(int argc, char **argv)
 					ok = 'f';
 				mr[R_DOOMED] = NULL;
 				break;
+			case 'S':
+				stall = true;
+				break;
 			case 'D':
 				if (i == 0 && cm.ndata != rdata) {
 					fprintf(stderr, "FAIL: %llu remote CQ data entries, want %llu\n",
@@ -842,6 +903,10 @@ int main(int argc, char **argv)
 			if (ok != 'k')
 				failed = 1; /* the initiator may be on another host */
 			xwrite(down[i][1], &ok, 1);
+			if (stall) {
+				usleep(STALL_MS * 1000);
+				stall = false;
+			}
 		}
 	}
 	uint64_t a, b;
