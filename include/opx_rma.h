@@ -13,13 +13,18 @@
  *
  *   request (OPX_OP_RMA_WRITE / RMA_READ / ATOMIC)
  *     tag       remote address (virtual, or offset into the region)
- *     data      remote CQ data (writedata, last chunk, OPX_PF_CQDATA)
+ *     data      remote CQ data (writedata, last chunk, OPX_PF_CQDATA);
+ *               the first of several chunks: the operation's whole length
+ *               (atomics: operand bytes), checked there before any lands
  *     p.u64[0]  MR key
  *     p.u64[1]  cookie (bits 0..31), chunk index (32..62), last chunk (63)
  *     msgid     RMA_READ: bytes wanted; ATOMIC: op | dt << 8 | kind << 16;
  *               RMA_WRITE last chunk: total length (low 32 bits, for the
  *               target's CQ entry)
- *     payload   write data, or atomic operands (then compare values)
+ *     payload   write data, or atomic operands (then compare values);
+ *               an atomic's chunks hold whole elements, its compare values
+ *               and fetched values in the same chunk as its operands, so
+ *               a chunk is at most half an MTU of compare operands
  *   response (OPX_OP_RMA_RESP)
  *     tag       the request's p.u64[1] (cookie and chunk)
  *     data      status: 0 or a positive FI_E* code

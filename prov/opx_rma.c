@@ -335,7 +335,7 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 			msgid = (uint32_t)clen;
 			break;
 		default:
-			paylen = (uint32_t)(op->kind == OPX_AK_COMPARE ? 2 * op->len : op->len);
+			paylen = (uint32_t)(op->kind == OPX_AK_COMPARE ? 2 * clen : clen);
 			msgid = op->op | (uint32_t)op->dt << 8 | (uint32_t)op->kind << 16;
 			break;
 		}
@@ -346,11 +346,11 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 			opx_rma_gather(r.egr, op->iov, op->cnt, off, clen);
 		} else if (op->type == OPX_RT_ATOMIC) {
 			if (op->op == FI_ATOMIC_READ || !op->cnt)
-				memset(r.egr, 0, op->len);
+				memset(r.egr, 0, clen);
 			else
-				opx_rma_gather(r.egr, op->iov, op->cnt, 0, op->len);
+				opx_rma_gather(r.egr, op->iov, op->cnt, off, clen);
 			if (op->kind == OPX_AK_COMPARE)
-				opx_rma_gather(r.egr + op->len, op->cmp, op->cmp_cnt, 0, op->len);
+				opx_rma_gather(r.egr + clen, op->cmp, op->cmp_cnt, off, clen);
 		}
 		if (last && (op->flags & FI_REMOTE_CQ_DATA))
 			pflags |= OPX_PF_CQDATA;
@@ -455,7 +455,17 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 			return -FI_EAGAIN;
 	}
 	chunk = peer->mtu < ep->rx->mtu ? peer->mtu : ep->rx->mtu;
-	nchunks = a->type == OPX_RT_ATOMIC ? 1 : (len ? (len + chunk - 1) / chunk : 1);
+	if (a->type == OPX_RT_ATOMIC) {
+		/* Whole elements per chunk, with their compare values in the
+		 * same packet and their fetched values in one reply.  A call
+		 * may carry up to the provider's MTU (fi_atomicvalid's count),
+		 * more than one datagram of a udp path; atomicity is per
+		 * element (fi_atomic(3)), so it may take several chunks. */
+		size_t sz = opx_atomic_dt_size(a->dt);
+
+		chunk = chunk / (a->kind == OPX_AK_COMPARE ? 2 * sz : sz) * sz;
+	}
+	nchunks = len ? (len + chunk - 1) / chunk : 1;
 	/* a peer without a verified process is not even probed: the probe
 	 * would only hold the operations behind it for a refusal */
 	bool cma = a->type != OPX_RT_ATOMIC && opx_env.rma_cma && len >= opx_env.rma_cma &&
@@ -708,6 +718,20 @@ bad:
 	opx_rma_reply(ep, st, peer, h->p.u64[1], FI_EINVAL, NULL, 0, 0);
 }
 
+/* The access a request needs of the region. */
+static uint64_t opx_rma_need(const struct shim_pkt_hdr *h)
+{
+	if (h->opcode == OPX_OP_RMA_WRITE)
+		return FI_REMOTE_WRITE;
+	if (h->opcode == OPX_OP_RMA_READ)
+		return FI_REMOTE_READ;
+	if ((h->msgid & 0xff) == FI_ATOMIC_READ)
+		return FI_REMOTE_READ;
+	if (((h->msgid >> 16) & 0xff) == OPX_AK_WRITE)
+		return FI_REMOTE_WRITE;
+	return FI_REMOTE_WRITE | FI_REMOTE_READ;
+}
+
 /* Chunks of one operation: the first of several carries the whole length
  * (hdr.data), and the whole range is checked then, so that a refused
  * operation touches nothing.  Returns 0 or the (positive) error for this
@@ -719,14 +743,17 @@ static int opx_rma_chunk_refused(struct opx_ep *ep, fi_addr_t src, const struct 
 	struct opx_av_entry *ent = &ep->av->table[src];
 	uint64_t tag = h->p.u64[1];
 	uint32_t cookie = (uint32_t)tag;
-	bool write = h->opcode == OPX_OP_RMA_WRITE;
 
 	if (!(tag & (OPX_RMA_CHUNK_MAX << 32)) && !(tag & OPX_RMA_LAST)) {
 		struct iovec loc[OPX_IOV_LIMIT];
 		size_t nloc;
 		int rc = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->data,
-					       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc,
-					       NULL);
+					       opx_rma_need(h), loc, &nloc, NULL);
+
+		/* an atomic's elements lie in one piece of the region, all
+		 * of them as when it is one chunk */
+		if (!rc && h->opcode == OPX_OP_ATOMIC && nloc != 1)
+			rc = -FI_EINVAL;
 
 		ent->rma_refused = cookie;
 		ent->rma_refused_err = -rc;
@@ -776,7 +803,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		opx_rma_rx_cma(ep, st, peer, h, pay);
 		return 0;
 	}
-	if (h->opcode != OPX_OP_ATOMIC && (status = opx_rma_chunk_refused(ep, src, h)) != 0) {
+	if ((status = opx_rma_chunk_refused(ep, src, h)) != 0) {
 		opx_rma_reply(ep, st, peer, tag, (uint64_t)status, NULL, 0, 0);
 		return 0;
 	}
@@ -816,7 +843,6 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 	enum opx_atomic_kind kind = (enum opx_atomic_kind)((h->msgid >> 16) & 0xff);
 	size_t sz = opx_atomic_dt_size(dt);
 	size_t n = 0, bytes = 0;
-	uint64_t need = FI_REMOTE_WRITE;
 
 	if (!opx_atomic_valid(kind, op, dt) || !sz) {
 		status = -FI_EOPNOTSUPP;
@@ -828,12 +854,8 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 			status = -FI_EINVAL;
 	}
 	if (!status) {
-		if (op == FI_ATOMIC_READ)
-			need = FI_REMOTE_READ;
-		else if (kind != OPX_AK_WRITE)
-			need |= FI_REMOTE_READ;
-		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, bytes, need, loc,
-					       &nloc, &mr);
+		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, bytes,
+					       opx_rma_need(h), loc, &nloc, &mr);
 		if (!status && nloc != 1)
 			status = -FI_EINVAL; /* elements must not straddle two iovecs */
 	}
@@ -945,19 +967,18 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 		}
 		if (ent && !status)
 			ent->rma_cma = 1;
-	} else if (!status && op->type == OPX_RT_READ) {
+	} else if (!status && (op->type == OPX_RT_READ ||
+			       (op->type == OPX_RT_ATOMIC && op->kind != OPX_AK_WRITE))) {
+		/* read data, or fetched values, of this chunk */
 		size_t off = (size_t)chunk * op->chunk;
 		size_t clen = op->len - off < op->chunk ? op->len - off : op->chunk;
 
 		if (h->paylen != clen)
 			status = FI_EIO;
-		else
+		else if (op->type == OPX_RT_READ)
 			opx_iov_copy_to(op->iov, op->cnt, off, pay, clen);
-	} else if (!status && op->type == OPX_RT_ATOMIC && op->kind != OPX_AK_WRITE) {
-		if (h->paylen != op->len)
-			status = FI_EIO;
 		else
-			opx_iov_copy_to(op->res, op->res_cnt, 0, pay, op->len);
+			opx_iov_copy_to(op->res, op->res_cnt, off, pay, clen);
 	}
 	if (status && !op->err)
 		op->err = status;

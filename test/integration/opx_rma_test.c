@@ -14,10 +14,12 @@
  *     child checking what it reads back; remote CQ data checked by the
  *     target, in order;
  *   - every atomic op x datatype x call against a reference computed
- *     here on small integers every datatype represents exactly;
+ *     here on small integers every datatype represents exactly; the
+ *     largest count fi_*atomicvalid allows, for each call;
  *   - an fi_inject_write whose buffer is overwritten as soon as the call
  *     returns, posted behind a window the stalled target keeps full;
- *   - bad key, out-of-range, missing access and closed-key attempts:
+ *   - bad key, out-of-range (also a large atomic), missing access and
+ *     closed-key attempts:
  *     error completions, and the target's memory byte-for-byte unchanged.
  * Every child: concurrent fetch-add and compare-swap increments of two
  * counters at the target, whose final values must be exact.
@@ -468,6 +470,66 @@ static void atomics(void)
 	printf("[%d] atomics: %d op x datatype x call combinations ok\n", (int)getpid(), n);
 }
 
+/* The largest count fi_*atomicvalid allows, for each kind of call: what
+ * one call may carry must arrive whole on every wire (a udp path's
+ * datagrams may be smaller than the provider's MTU). */
+static void atomics_max(void)
+{
+	uint64_t ra = su.base[R_BIG];
+	int ctx;
+
+	for (int k = 0; k < 3; k++) {
+		int op = k == 2 ? FI_CSWAP : FI_SUM;
+		size_t cnt = 0;
+		int v = k == 0   ? fi_atomicvalid(me.ep, FI_UINT64, op, &cnt)
+			: k == 1 ? fi_fetch_atomicvalid(me.ep, FI_UINT64, op, &cnt)
+				 : fi_compare_atomicvalid(me.ep, FI_UINT64, op, &cnt);
+		size_t bytes = cnt * sizeof(uint64_t);
+		uint64_t *d = malloc(bytes), *sv = malloc(bytes), *c = malloc(bytes),
+			 *r = malloc(bytes), *back = malloc(bytes);
+
+		if (v || !cnt || !d || !sv || !c || !r || !back)
+			DIE("kind %d: valid %d count %zu", k, v, cnt);
+		for (size_t i = 0; i < cnt; i++) {
+			d[i] = i * 3;
+			sv[i] = 1000000 + i;
+			c[i] = i % 3 ? d[i] : ~d[i]; /* two in three compare equal */
+		}
+		POST(fi_write(me.ep, d, bytes, NULL, tgt, ra, su.key[R_BIG], &ctx));
+		expect_err(wait_comp(&ctx), 0, "max atomic setup write");
+		memset(r, 0xee, bytes);
+		if (k == 0)
+			POST(fi_atomic(me.ep, sv, cnt, NULL, tgt, ra, su.key[R_BIG], FI_UINT64, op,
+				       &ctx));
+		else if (k == 1)
+			POST(fi_fetch_atomic(me.ep, sv, cnt, NULL, r, NULL, tgt, ra, su.key[R_BIG],
+					     FI_UINT64, op, &ctx));
+		else
+			POST(fi_compare_atomic(me.ep, sv, cnt, NULL, c, NULL, r, NULL, tgt, ra,
+					       su.key[R_BIG], FI_UINT64, op, &ctx));
+		expect_err(wait_comp(&ctx), 0, "max-count atomic");
+		POST(fi_read(me.ep, back, bytes, NULL, tgt, ra, su.key[R_BIG], &ctx));
+		expect_err(wait_comp(&ctx), 0, "max atomic read back");
+		for (size_t i = 0; i < cnt; i++) {
+			uint64_t want = k == 2 ? (c[i] == d[i] ? sv[i] : d[i]) : d[i] + sv[i];
+
+			if (back[i] != want)
+				DIE("max-count kind %d (%zu elements): element %zu is %llu, want %llu",
+				    k, cnt, i, (unsigned long long)back[i],
+				    (unsigned long long)want);
+			if (k && r[i] != d[i])
+				DIE("max-count kind %d (%zu elements): fetched %zu wrong", k, cnt, i);
+		}
+		printf("[%d] atomics: %s of %zu uint64 ok\n", (int)getpid(),
+		       k == 0 ? "atomic" : k == 1 ? "fetch" : "compare", cnt);
+		free(d);
+		free(sv);
+		free(c);
+		free(r);
+		free(back);
+	}
+}
+
 /* fi_inject_write returns before the data is sent, and the buffer is the
  * caller's again at once, even when the operation needs several chunks
  * (a udp path's MTU is smaller than inject_size) and the window is
@@ -565,6 +627,18 @@ static void refused(void)
 	POST(fi_fetch_atomic(me.ep, &one, 1, NULL, &res, NULL, tgt, su.base[R_WO], su.key[R_WO],
 			     FI_UINT64, FI_SUM, &ctx));
 	expect_err(wait_comp(&ctx), FI_EACCES, "fetch atomic on a write-only region");
+	/* a large atomic (several chunks where datagrams are small)
+	 * straddling the end: refused whole, no element applied */
+	static uint64_t ones[1024];
+	size_t cnt = 0;
+	if (fi_atomicvalid(me.ep, FI_UINT64, FI_SUM, &cnt) || cnt * 8 <= SMALL)
+		DIE("atomic count %zu", cnt);
+	cnt = cnt > 1024 ? 1024 : cnt;
+	for (size_t i = 0; i < cnt; i++)
+		ones[i] = 1;
+	POST(fi_atomic(me.ep, ones, cnt, NULL, tgt, su.base[R_WO] + 8, su.key[R_WO], FI_UINT64,
+		       FI_SUM, &ctx));
+	expect_err(wait_comp(&ctx), FI_EINVAL, "large atomic straddling the end");
 	if (ask((struct cmd){.op = 'U'}) != 'k')
 		DIE("refused operations changed the target's memory");
 	/* allowed ones on the same regions work */
@@ -626,6 +700,7 @@ static void child(int idx)
 	if (idx == 0) {
 		sweep();
 		atomics();
+		atomics_max();
 		inject_window();
 		refused();
 	}
