@@ -1,0 +1,12 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause
+# The one-sided suites again with every peer on the udp wire
+# (FI_OPX_WIRE=udp): the loopback endpoint reaches itself through its UDP
+# socket, so chunks are the path's datagrams, large reads and writes never
+# try Cross Memory Attach (a udp peer has no process here to copy with),
+# and keys, refusals, CQ data, counters and atomics behave as on shm.
+set -eu
+dir=${OPX_BUILD_DIR:-.}/test/unit
+export FI_OPX_WIRE=udp
+"$dir/test_rma"
+"$dir/test_atomic"
