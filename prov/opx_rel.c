@@ -155,17 +155,23 @@ static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_re
 }
 
 /* NACK the first hole and say which of the next 32 are missing too, so
- * the sender fills every hole of the window in one round trip. */
+ * the sender fills every hole of the window in one round trip.  Only a
+ * psn below one that arrived is a hole: those above the last arrival may
+ * still be on their way.  Naming them made the sender send a stream's
+ * next 32 packets again for every loss, most of them duplicates. */
 static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, const struct opx_rel_flow *f)
 {
-	uint32_t mask = 0;
+	uint32_t mask = 0, holes = 0;
 
 	for (uint32_t i = 0; i < 32; i++) {
 		uint32_t psn = f->expected + 1 + i;
 		const struct opx_rel_slot *s = &f->stash[psn % OPX_REL_STASH];
 
-		if (!s->used || s->pkt.uh.psn != psn)
-			mask |= 1u << i;
+		if (!s->used || s->pkt.uh.psn != psn) {
+			holes |= 1u << i;
+			continue;
+		}
+		mask = holes; /* the holes below this arrival */
 	}
 	if (!shim_udp_send_ctl(peer, SHIM_UDP_NACK, f->expected, mask))
 		ep->rel.nacks_sent++;
