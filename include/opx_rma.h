@@ -3,8 +3,11 @@
  * opx_rma.h - one-sided communication: memory-region keys (opx_mr.c), RMA
  * (opx_rma.c) and atomics (opx_atomic.c).
  *
- * Wire protocol (one host, shm wire).  Every one-sided operation is split
- * into chunks of at most one MTU; each chunk is one request packet that the
+ * Wire protocol, the same on both wires.  Every one-sided operation is split
+ * into chunks of at most one MTU (on the udp wire: the path's datagram
+ * payload, 8 KiB on jumbo frames, 1344 B on a 1500-byte path; the
+ * reliability module keeps them exactly-once and in order, opx_rel.c);
+ * each chunk is one request packet that the
  * target's progress executes in arrival order and answers with exactly one
  * response packet.  The initiator completes the operation when every
  * chunk has been answered, so a completion always means the data was
@@ -51,7 +54,12 @@
  *           Later operations of the endpoint wait until it is written, so
  *           nothing overtakes it.
  *
- * A target that may not use CMA (FI_OPX_RNDV_CMA=0 there) answers with
+ * CMA needs a process the shim verified behind the peer: never one on the
+ * udp wire (another host's pid, or under FI_OPX_WIRE=udp one nothing
+ * verified), nor one in another pid namespace.  The initiator does not
+ * try it with such a peer.  A target that may not use CMA
+ * (FI_OPX_RNDV_CMA=0 there), or has no verified process for the
+ * initiator, answers with
  * OPX_PF_CMA set and changes nothing, and an initiator whose CMA write is
  * refused by the kernel gives up the grant: either way the operation is
  * sent again in chunks and the address is remembered as one not to try
@@ -61,7 +69,8 @@
  *
  * The target checks key, range and access before touching memory; a bad
  * request gets a non-zero status and changes nothing.  Because every
- * packet of one initiator goes through one ordered header queue and the
+ * packet of one initiator goes through one ordered header queue (on the
+ * udp wire: one flow, delivered in order) and the
  * target executes them one at a time, atomics of concurrent initiators on
  * one target are serialised by that target, and RMA operations between
  * two endpoints are executed in the order they were posted.

@@ -167,9 +167,9 @@ static void opx_params_define(void)
 	fi_param_define(&opx_prov, "RMA_CMA", FI_PARAM_SIZE_T,
 			"From this size an RMA read or write between processes of one host is "
 			"one Cross Memory Attach copy done by the target, after it checked key, "
-			"range and access; smaller ones, and all where the target may not use "
-			"CMA (FI_OPX_RNDV_CMA=0 there, Yama), go through the shared rings in "
-			"MTU chunks; 0 disables (default: %zu)",
+			"range and access; smaller ones, all over the udp wire, and all where "
+			"the target may not use CMA (FI_OPX_RNDV_CMA=0 there, Yama) go in MTU "
+			"chunks; 0 disables (default: %zu)",
 			OPX_DEF_RMA_CMA);
 	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
 			"Seal every eager packet sent with a CRC32C of header and payload, and "

@@ -6,8 +6,12 @@
  *
  * Initiator.  A call takes a descriptor from a fixed pool (allocated on
  * the endpoint's first one-sided operation) and is split into chunks of at
- * most one MTU, or, from FI_OPX_RMA_CMA bytes, sent as one request that the
- * target serves with one Cross Memory Attach copy (opx_rma.h).  Descriptors are pushed in posting order through one FIFO:
+ * most one MTU, or, from FI_OPX_RMA_CMA bytes and only to a peer with a
+ * verified process (not over the udp wire), sent as one request that the
+ * target serves with one Cross Memory Attach copy (opx_rma.h).  Atomics
+ * are cut at element boundaries.  An inject of several chunks, or by
+ * CMA, is sent from a copy: its buffer is the caller's again at once.
+ * Descriptors are pushed in posting order through one FIFO:
  * while the head cannot send (no credits, or OPX_RMA_WINDOW chunks already
  * unanswered) later ones wait behind it, so operations to one target are
  * executed in posting order whatever their size.  The window also bounds
