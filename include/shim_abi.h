@@ -404,8 +404,9 @@ struct shim_peer *shim_peer_get(struct shim_peer *peer);
  * pid recorded and verified (pid plus start time) when the peer was
  * mapped, checked again now.  -ESRCH when it is gone or was never
  * verifiable (another pid namespace), and always for a peer on the udp
- * wire (another host's pid, or one nothing verified).  Call it before and after a copy:
- * a different answer after means the copy may have touched a stranger.
+ * wire (another host's pid, or one nothing verified).  Call it before
+ * and after a copy: a different answer after means the copy may have
+ * touched a stranger.
  * "Now" is at most a millisecond old (see SHIM_PEER_ALIVE_NS): within that
  * the pid cannot have been handed to another process. */
 int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);

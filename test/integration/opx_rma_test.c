@@ -514,11 +514,10 @@ static void atomics_max(void)
 			uint64_t want = k == 2 ? (c[i] == d[i] ? sv[i] : d[i]) : d[i] + sv[i];
 
 			if (back[i] != want)
-				DIE("max-count kind %d (%zu elements): element %zu is %llu, want %llu",
-				    k, cnt, i, (unsigned long long)back[i],
-				    (unsigned long long)want);
+				DIE("kind %d, %zu elements: element %zu is %llu, want %llu", k,
+				    cnt, i, (unsigned long long)back[i], (unsigned long long)want);
 			if (k && r[i] != d[i])
-				DIE("max-count kind %d (%zu elements): fetched %zu wrong", k, cnt, i);
+				DIE("kind %d, %zu elements: fetched %zu wrong", k, cnt, i);
 		}
 		printf("[%d] atomics: %s of %zu uint64 ok\n", (int)getpid(),
 		       k == 0 ? "atomic" : k == 1 ? "fetch" : "compare", cnt);
