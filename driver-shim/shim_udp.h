@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * shim_udp.h - the udp wire's private state, shared by shim_udp.c (links,
+ * receive, the watchdog, socket set-up) and shim_udp_tx.c (transmit and
+ * the send side of a flow).  The overview is at the top of shim_udp.c.
+ */
+#ifndef SHIM_UDP_H
+#define SHIM_UDP_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "shim_internal.h"
+
+#define SHIM_UDP_BATCH 16u
+/* Bytes of a DATA datagram before its payload. */
+#define SHIM_UDP_HDRS (sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
+#define SHIM_UDP_HASH 256u
+/* The send ring of one flow: replay memory for up to this many packets
+ * and bytes in flight towards one peer (fewer bytes when the receive
+ * queue we got is small, see shim_udp_open). */
+#define SHIM_UDP_RING_CNT 1024u
+#define SHIM_UDP_RING_BYTES (1u << 20)
+/* Packets one transmit call hands the kernel at most (one sendmmsg);
+ * consecutive datagrams of one size travel as one UDP_SEGMENT (GSO) send
+ * of at most SHIM_UDP_GSO_BYTES, cut into datagrams below the socket. */
+#define SHIM_UDP_TX_BATCH 64u
+/* Receive queue asked for (shim_udp_open), and the smallest send ring
+ * whatever the queue we got. */
+#define SHIM_UDP_RCVBUF (16 << 20)
+#define SHIM_UDP_RING_MIN (128u << 10)
+#define SHIM_UDP_GSO_BYTES 65000u
+#define SHIM_UDP_GSO_SEGS 64u
+
+/* Scratch of one batched transmission: a header per packet, its pieces,
+ * and one message per run of same-sized datagrams. */
+struct shim_udp_tx {
+	struct shim_udp_hdr uh[SHIM_UDP_TX_BATCH];
+	uint32_t len[SHIM_UDP_TX_BATCH];
+	struct iovec iov[3 * SHIM_UDP_TX_BATCH];
+	struct mmsghdr msg[SHIM_UDP_TX_BATCH];
+	uint32_t segs[SHIM_UDP_TX_BATCH]; /* datagrams in each message */
+	uint32_t pos[SHIM_UDP_TX_BATCH];  /* ring position of each message's first */
+	union {
+		char buf[CMSG_SPACE(sizeof(uint16_t))];
+		struct cmsghdr align;
+	} cm[SHIM_UDP_TX_BATCH];
+};
+
+struct shim_udp_link {
+	struct shim_peer_priv pp;   /* first: what the provider holds */
+	struct shim_udp *udp;       /* home wire; NULL once the context closed */
+	struct shim_udp_link *next; /* hash chain */
+	struct sockaddr_in to;
+	uint32_t remote_nonce;      /* 0 until known */
+	uint32_t old_nonce;         /* the previous life's: its stragglers are dropped */
+	struct shim_addr learned;   /* lid 0 until the peer spoke */
+	uint32_t base;              /* ring position of psn 0 */
+	uint32_t sent;              /* ring position of the next first transmission */
+	bool dead;
+	bool hold;                  /* shim_udp_hold: publishes wait for shim_udp_unhold */
+	void *mem;
+	size_t mem_len;
+	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
+	_Atomic uint64_t tx_ns;     /* ... and to it (keepalives fill silences) */
+	/* watchdog only */
+	uint32_t wd_acked;          /* send-ring head at its last look */
+	uint32_t wd_next;           /* next position to send again */
+	uint64_t wd_ns;             /* when that head last moved */
+	uint64_t wd_rto_ns;
+};
+
+struct shim_udp {
+	struct shim_ctx *ctx;
+	int fd;
+	uint32_t ipv4;              /* advertised, network order */
+	uint16_t port;              /* network order */
+	uint32_t mtu;               /* payload bytes per datagram */
+	struct shim_udp_link *hash[SHIM_UDP_HASH];
+	struct shim_peer *self;     /* producer handle on our own ring */
+	uint64_t rng;               /* fault injection */
+	uint8_t *held;              /* reorder: one datagram held back */
+	size_t held_len;
+	struct sockaddr_in held_to;
+	uint8_t *scratch;           /* linearised datagram (faults) */
+	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
+	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
+	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
+	uint8_t *rbuf;              /* SHIM_UDP_BATCH receive buffers */
+	size_t rbuf_sz;
+	struct mmsghdr msgs[SHIM_UDP_BATCH];
+	struct iovec iovs[SHIM_UDP_BATCH];
+	struct sockaddr_in from[SHIM_UDP_BATCH];
+	struct shim_udp_stats st;
+	/* The watchdog (see shim_udp_watchdog): a thread started with the
+	 * first flow.  lock orders it against the send-ring release, link
+	 * creation and fault injection state. */
+	pthread_mutex_t lock;
+	pthread_t wd_thread;
+	bool wd_running;
+	pid_t wd_pid;            /* the process the thread runs in (fork) */
+	int wd_pipe[2];
+	struct shim_udp *wd_next; /* shim_udp_wd_list */
+	_Atomic uint64_t app_ns; /* the owner's last receive poll */
+};
+
+static inline uint32_t shim_udp_hash(uint32_t ip, uint16_t port)
+{
+	return ((ip * 2654435761u) ^ ((uint32_t)port * 40503u)) % SHIM_UDP_HASH;
+}
+
+static inline uint64_t shim_udp_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t shim_udp_rand(struct shim_udp *u)
+{
+	/* xorshift64*: reproducible from the seed */
+	u->rng ^= u->rng >> 12;
+	u->rng ^= u->rng << 25;
+	u->rng ^= u->rng >> 27;
+	return u->rng * 2685821657736338717ull;
+}
+
+static inline bool shim_udp_chance(struct shim_udp *u, uint32_t ppm)
+{
+	return ppm && (uint32_t)(shim_udp_rand(u) % 1000000u) < ppm;
+}
+
+/* shim_udp_tx.c, for the watchdog: send the staged packet at ring
+ * position pos again. */
+void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos);
+
+#endif

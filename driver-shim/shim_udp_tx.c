@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * shim_udp_tx.c - the udp wire's send side: datagrams framed from the
+ * link's send ring, batched first transmissions (sendmmsg, GSO), fault
+ * injection, retransmission and control datagrams, and the flow state the
+ * reliability module reads (acknowledged, sent, times).  See shim_udp.c
+ * for the whole wire.
+ */
+#include <errno.h>
+#include <netinet/udp.h>
+#include <string.h>
+
+#include "shim_udp.h"
+
+/* ---------------------------------------------------------------------
+ * Transmit
+ */
+static void shim_udp_sendraw(struct shim_udp *u, const struct sockaddr_in *to,
+			     const struct iovec *iov, int n)
+{
+	struct msghdr mh = {
+		.msg_name = (void *)to,
+		.msg_namelen = sizeof(*to),
+		.msg_iov = (struct iovec *)iov,
+		.msg_iovlen = (size_t)n,
+	};
+
+	/* A full socket buffer is a loss like any other: replay covers it. */
+	if (sendmsg(u->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+			u->st.tx_errors++;
+		return;
+	}
+	u->st.tx_datagrams++;
+}
+
+static size_t shim_udp_linear(uint8_t *dst, const struct iovec *iov, int n)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < n; i++) {
+		memcpy(dst + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	return len;
+}
+
+static void shim_udp_send_faulty(struct shim_udp *u, const struct sockaddr_in *to,
+				 struct iovec *iov, int n);
+static void shim_udp_flush_held(struct shim_udp *u);
+
+/* Send one datagram through fault injection. */
+static void shim_udp_send(struct shim_udp *u, const struct sockaddr_in *to, struct iovec *iov,
+			  int n)
+{
+	const struct shim_fault *f = &u->ctx->dev->params.fault;
+
+	if (!(f->drop | f->dup | f->reorder | f->corrupt)) {
+		shim_udp_sendraw(u, to, iov, n);
+		return;
+	}
+	/* the decisions' state is shared with the watchdog */
+	pthread_mutex_lock(&u->lock);
+	shim_udp_send_faulty(u, to, iov, n);
+	pthread_mutex_unlock(&u->lock);
+}
+
+static void shim_udp_send_faulty(struct shim_udp *u, const struct sockaddr_in *to,
+				 struct iovec *iov, int n)
+{
+	const struct shim_fault *f = &u->ctx->dev->params.fault;
+	struct iovec one;
+	size_t len;
+
+	if (shim_udp_chance(u, f->drop)) {
+		u->st.fault_drop++;
+		return;
+	}
+	len = shim_udp_linear(u->scratch, iov, n);
+	if (shim_udp_chance(u, f->corrupt)) {
+		u->scratch[shim_udp_rand(u) % len] ^= (uint8_t)(1u + shim_udp_rand(u) % 255u);
+		u->st.fault_corrupt++;
+	}
+	one.iov_base = u->scratch;
+	one.iov_len = len;
+	if (!u->held_len && shim_udp_chance(u, f->reorder)) {
+		memcpy(u->held, u->scratch, len);
+		u->held_len = len;
+		u->held_to = *to;
+		u->st.fault_reorder++;
+		return;
+	}
+	shim_udp_sendraw(u, to, &one, 1);
+	if (shim_udp_chance(u, f->dup)) {
+		shim_udp_sendraw(u, to, &one, 1);
+		u->st.fault_dup++;
+	}
+	shim_udp_flush_held(u);
+}
+
+static void shim_udp_flush_held(struct shim_udp *u)
+{
+	struct iovec one;
+
+	if (!u->held_len)
+		return;
+	one.iov_base = u->held;
+	one.iov_len = u->held_len;
+	u->held_len = 0;
+	shim_udp_sendraw(u, &u->held_to, &one, 1);
+}
+
+void shim_udp_flush(struct shim_ctx *ctx)
+{
+	struct shim_udp *u = ctx ? ctx->udp : NULL;
+
+	if (!u || !u->held_len)
+		return;
+	pthread_mutex_lock(&u->lock);
+	shim_udp_flush_held(u);
+	pthread_mutex_unlock(&u->lock);
+}
+
+static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
+			      uint8_t type, uint32_t psn)
+{
+	const struct shim_ctx *ctx = l->udp->ctx;
+
+	memset(uh, 0, sizeof(*uh));
+	uh->magic = SHIM_UDP_MAGIC;
+	uh->version = SHIM_UDP_VERSION;
+	uh->type = type;
+	uh->jkey = ctx->rx.jkey;
+	uh->psn = psn;
+	uh->ack = l->pp.pub.udp_ack;
+	l->pp.pub.udp_ack_sent = uh->ack;
+	uh->src_nonce = ctx->nonce;
+	uh->dst_nonce = l->remote_nonce;
+	uh->src_host = ctx->dev->host_id;
+	uh->src_lid = ctx->rx.lid;
+	uh->src_ctx = ctx->rx.ctx;
+	uh->src_unit = ctx->rx.unit;
+}
+
+/* The datagram of the staged packet at ring position pos: its header
+ * (CRC as struct shim_udp_hdr says) and 2 or 3 pieces; returns the
+ * count. */
+static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp_hdr *uh,
+			  struct iovec *iov, uint32_t *len)
+{
+	const struct shim_peer *p = &l->pp.pub;
+	const struct shim_rhq_entry *e = &p->hdrq[pos & p->hdrq_mask];
+	int n = 2;
+	uint32_t crc;
+
+	shim_udp_hdr_fill(l, uh, SHIM_UDP_DATA, pos - l->base);
+	uh->rhf = e->rhf & (SHIM_RHF_EGR | SHIM_RHF_TID);
+	iov[0].iov_base = uh;
+	iov[0].iov_len = sizeof(*uh);
+	iov[1].iov_base = (void *)&e->hdr;
+	iov[1].iov_len = sizeof(e->hdr);
+	crc = shim_crc32c(0, uh, sizeof(*uh));
+	crc = shim_crc32c(crc, &e->hdr, sizeof(e->hdr));
+	*len = sizeof(*uh) + sizeof(e->hdr);
+	if (e->rhf & SHIM_RHF_EGR) {
+		iov[2].iov_base = p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
+		iov[2].iov_len = e->hdr.paylen;
+		crc = shim_crc32c_wide(crc, iov[2].iov_base, iov[2].iov_len);
+		*len += e->hdr.paylen;
+		n = 3;
+	}
+	uh->crc = crc;
+	return n;
+}
+
+/* Transmit the staged packet at ring position pos. */
+void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
+{
+	struct shim_udp_hdr uh;
+	struct iovec iov[3];
+	uint32_t len;
+	int n = shim_udp_frame(l, pos, &uh, iov, &len);
+
+	shim_udp_send(l->udp, &l->to, iov, n);
+	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+}
+
+/* Hand t's nmsg messages to the kernel in one call.  A full socket
+ * buffer is a loss like any other (replay covers it).  A socket that
+ * refuses GSO (no checksum offload on the route) loses it for good and
+ * the rest of the batch goes again datagram by datagram. */
+static void shim_udp_sendmm(struct shim_udp_link *l, struct shim_udp_tx *t, uint32_t nmsg)
+{
+	struct shim_udp *u = l->udp;
+	uint32_t done = 0;
+
+	while (done < nmsg) {
+		int k = sendmmsg(u->fd, &t->msg[done], nmsg - done, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (k > 0) {
+			for (int i = 0; i < k; i++)
+				u->st.tx_datagrams += t->segs[done + (uint32_t)i];
+			done += (uint32_t)k;
+			continue;
+		}
+		if ((errno == EIO || errno == EINVAL) && t->msg[done].msg_hdr.msg_controllen) {
+			u->gso = false;
+			for (uint32_t m = done; m < nmsg; m++)
+				for (uint32_t d = 0; d < t->segs[m]; d++)
+					shim_udp_xmit(l, t->pos[m] + d);
+			return;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS)
+			u->st.tx_errors++;
+		return;
+	}
+}
+
+/* First transmission of the n (<= SHIM_UDP_TX_BATCH) packets from ring
+ * position pos, in one system call: one message per datagram, or with
+ * GSO one per run of same-sized datagrams (the last of a run may be
+ * shorter), which the kernel cuts below the socket. */
+static void shim_udp_xmit_batch(struct shim_udp_link *l, uint32_t pos, uint32_t n)
+{
+	struct shim_udp *u = l->udp;
+	struct shim_udp_tx *t = u->tx;
+	uint32_t nmsg = 0, niov = 0, i = 0;
+
+	while (i < n) {
+		struct msghdr *mh = &t->msg[nmsg].msg_hdr;
+		uint32_t size, total, segs = 1;
+
+		memset(mh, 0, sizeof(*mh));
+		mh->msg_name = &l->to;
+		mh->msg_namelen = sizeof(l->to);
+		mh->msg_iov = &t->iov[niov];
+		t->pos[nmsg] = pos + i;
+		niov += (uint32_t)shim_udp_frame(l, pos + i, &t->uh[i], &t->iov[niov], &t->len[i]);
+		size = total = t->len[i++];
+		while (u->gso && i < n && t->len[i - 1] == size && segs < SHIM_UDP_GSO_SEGS) {
+			int k = shim_udp_frame(l, pos + i, &t->uh[i], &t->iov[niov], &t->len[i]);
+
+			if (t->len[i] > size || total + t->len[i] > SHIM_UDP_GSO_BYTES)
+				break; /* framed again as the next message's first */
+			niov += (uint32_t)k;
+			total += t->len[i++];
+			segs++;
+		}
+		mh->msg_iovlen = (size_t)(&t->iov[niov] - mh->msg_iov);
+		if (segs > 1) {
+			struct cmsghdr *cm;
+
+			mh->msg_control = t->cm[nmsg].buf;
+			mh->msg_controllen = sizeof(t->cm[nmsg].buf);
+			cm = CMSG_FIRSTHDR(mh);
+			cm->cmsg_level = SOL_UDP;
+			cm->cmsg_type = UDP_SEGMENT;
+			cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+			*(uint16_t *)(void *)CMSG_DATA(cm) = (uint16_t)size;
+		}
+		t->segs[nmsg++] = segs;
+	}
+	shim_udp_sendmm(l, t, nmsg);
+	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+}
+
+/* The publish hook: transmit what was published since the last call, in
+ * batches; with fault injection on, datagram by datagram through it.
+ * While held (shim_udp_hold), publishes only accumulate. */
+void shim_udp_kick(struct shim_peer_priv *pp)
+{
+	struct shim_udp_link *l = pp->link;
+	struct shim_peer *p = &pp->pub;
+	const struct shim_fault *f;
+
+	if (!l->udp || l->dead || l->hold)
+		return;
+	f = &l->udp->ctx->dev->params.fault;
+	for (;;) {
+		uint32_t n = 0;
+
+		while (n < SHIM_UDP_TX_BATCH &&
+		       atomic_load_explicit(&p->hdrq[(l->sent + n) & p->hdrq_mask].seq,
+					    memory_order_acquire) == l->sent + n + 1)
+			n++;
+		if (!n)
+			return;
+		if (n == 1 || !l->udp->tx || (f->drop | f->dup | f->reorder | f->corrupt)) {
+			for (uint32_t i = 0; i < n; i++)
+				shim_udp_xmit(l, l->sent + i);
+		} else {
+			shim_udp_xmit_batch(l, l->sent, n);
+		}
+		__atomic_store_n(&l->sent, l->sent + n, __ATOMIC_RELEASE);
+	}
+}
+
+void shim_udp_hold(struct shim_peer_priv *pp)
+{
+	pp->link->hold = true;
+}
+
+void shim_udp_unhold(struct shim_peer_priv *pp)
+{
+	pp->link->hold = false;
+	shim_udp_kick(pp);
+}
+
+int shim_udp_resend(struct shim_peer *peer, uint32_t psn)
+{
+	struct shim_udp_link *l;
+	uint32_t pos, head;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP)
+		return -EINVAL;
+	l = ((struct shim_peer_priv *)peer)->link;
+	if (!l->udp || l->dead)
+		return -ENOENT;
+	pos = l->base + psn;
+	head = atomic_load_explicit(&peer->ctl->hdr_head, memory_order_relaxed);
+	if ((uint32_t)(pos - head) >= (uint32_t)(l->sent - head))
+		return -ENOENT;
+	shim_udp_xmit(l, pos);
+	return 0;
+}
+
+int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask)
+{
+	struct shim_udp_link *l;
+	struct shim_udp_hdr uh;
+	struct iovec iov;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP || (type != SHIM_UDP_ACK && type != SHIM_UDP_NACK))
+		return -EINVAL;
+	l = ((struct shim_peer_priv *)peer)->link;
+	if (!l->udp)
+		return -ENOENT;
+	shim_udp_hdr_fill(l, &uh, type, psn);
+	uh.rhf = type == SHIM_UDP_NACK ? mask : 0;
+	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
+	iov.iov_base = &uh;
+	iov.iov_len = sizeof(uh);
+	shim_udp_send(l->udp, &l->to, &iov, 1);
+	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+	return 0;
+}
+
+void shim_udp_release(struct shim_peer *peer, uint32_t ack)
+{
+	struct shim_udp_link *l;
+	struct shim_rcv_ctl *ctl;
+	uint32_t head, egr_head, upto;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP)
+		return;
+	l = ((struct shim_peer_priv *)peer)->link;
+	if (l->dead || !l->udp)
+		return;
+	ctl = peer->ctl;
+	head = atomic_load_explicit(&ctl->hdr_head, memory_order_relaxed);
+	egr_head = atomic_load_explicit(&ctl->egr_head, memory_order_relaxed);
+	upto = l->base + ack;
+	/* only what was sent can be acknowledged: anything else is stale */
+	if ((uint32_t)(upto - head) > (uint32_t)(l->sent - head) || upto == head)
+		return;
+	/* the watchdog may be sending one of these again right now */
+	pthread_mutex_lock(&l->udp->lock);
+	for (; head != upto; head++) {
+		const struct shim_rhq_entry *e = &peer->hdrq[head & peer->hdrq_mask];
+
+		if (e->rhf & SHIM_RHF_EGR) {
+			uint32_t idx = SHIM_RHF_EGRIDX(e->rhf);
+			uint32_t start = egr_head;
+
+			if (idx != (start & peer->egr_mask)) /* skipped to lap start */
+				start = (start + peer->egr_blocks) & ~peer->egr_mask;
+			egr_head = start + shim_egr_blocks_for(e->hdr.paylen);
+		}
+	}
+	atomic_store_explicit(&ctl->egr_head, egr_head, memory_order_release);
+	atomic_store_explicit(&ctl->hdr_head, head, memory_order_release);
+	pthread_mutex_unlock(&l->udp->lock);
+}
+
+void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent)
+{
+	const struct shim_udp_link *l;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP) {
+		*acked = *sent = 0;
+		return;
+	}
+	l = ((const struct shim_peer_priv *)peer)->link;
+	*acked = atomic_load_explicit(&peer->ctl->hdr_head, memory_order_relaxed) - l->base;
+	*sent = l->sent - l->base;
+}
+
+void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint64_t *tx_ns)
+{
+	const struct shim_udp_link *l;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP) {
+		*rx_ns = *tx_ns = 0;
+		return;
+	}
+	l = ((const struct shim_peer_priv *)peer)->link;
+	*rx_ns = atomic_load_explicit(&l->rx_ns, memory_order_relaxed);
+	*tx_ns = atomic_load_explicit(&l->tx_ns, memory_order_relaxed);
+}
+
+void shim_udp_fail(struct shim_peer *peer)
+{
+	uint64_t tail;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP)
+		return;
+	((struct shim_peer_priv *)peer)->link->dead = true;
+	/* No credits from now on: a send finds the ring full, and the
+	 * provider's stall check finds the peer dead (shim_peer_alive). */
+	tail = atomic_load_explicit(&peer->ctl->tail, memory_order_relaxed);
+	atomic_store_explicit(&peer->ctl->hdr_head, (uint32_t)tail - peer->hdrq_cnt,
+			      memory_order_release);
+}
+
+bool shim_udp_peer_alive(const struct shim_peer_priv *pp)
+{
+	return pp->link->udp && !pp->link->dead;
+}
+
+int shim_udp_peer_addr(const struct shim_peer *peer, struct shim_addr *addr)
+{
+	if (!peer || !addr || peer->wire != SHIM_WIRE_UDP)
+		return -EINVAL;
+	*addr = ((const struct shim_peer_priv *)peer)->link->learned;
+	return 0;
+}
