@@ -194,11 +194,7 @@ if [ $have_mpi = 0 ]; then
 	echo "SKIP: MPI across 4 hosts (no mpirun/mpicc)"
 elif hosts_up 4; then
 	mpi_hosts "MPI across 4 hosts, 4 ranks" 4
-	# 8 ranks (2 per host) is left out until an open bug is fixed: in one
-	# of four CI runs (ASan stage) mpi_coll's barrier let rank 1 out
-	# while rank 0 had not entered, i.e. a stale or duplicated message
-	# was matched (see the issue 7 note); run it by hand:
-	#   NPS=8 with this script's mpi_hosts after hosts_up 4
+	mpi_hosts "MPI across 4 hosts, 8 ranks" 8
 	cleanup
 else
 	result "create 4 hosts" 1

@@ -7,6 +7,8 @@
  */
 #include "mpi_common.h"
 
+#include <time.h>
+
 static const int coll_counts[] = { 1, 2, 7, 64, 1000, 4097, 16384, 100000 };
 #define COLL_NCOUNTS ((int)(sizeof(coll_counts) / sizeof(coll_counts[0])))
 
@@ -187,24 +189,65 @@ static void coll_large(void)
 	free(ir);
 }
 
+/* Seconds on a clock every process of this machine shares. */
+static double coll_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether every rank runs on this machine (network namespaces standing
+ * in for hosts included): then they share CLOCK_MONOTONIC. */
+static int coll_one_machine(void)
+{
+	char id[40] = "", *all = test_malloc(sizeof(id) * (size_t)test_size);
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	int same = 1;
+
+	if (f) {
+		if (!fgets(id, sizeof(id), f))
+			id[0] = 0;
+		fclose(f);
+	}
+	TEST_MPI(MPI_Allgather(id, sizeof(id), MPI_CHAR, all, sizeof(id), MPI_CHAR,
+			       MPI_COMM_WORLD));
+	for (int r = 0; r < test_size; r++)
+		if (!id[0] || memcmp(all + (size_t)r * sizeof(id), id, sizeof(id)))
+			same = 0;
+	free(all);
+	return same;
+}
+
 /* A barrier must not let anyone out before the last rank has entered:
- * rank 0 enters late and everyone measures how long they waited. */
+ * rank 0 enters late.  On one machine each rank's exit is compared with
+ * rank 0's entry on the shared clock.  Comparing how long each rank
+ * waited with the delay instead is wrong when ranks outnumber cores: a
+ * rank may leave the previous barrier long after rank 0 did (8 ranks on
+ * 2 cores: more than 200 ms later), and then rightly waits less. */
 static void coll_barrier(void)
 {
 	const double delay = 0.2;
+	int shared_clock = coll_one_machine();
 
 	for (int i = 0; i < 50; i++)
 		TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
-	for (int rep = 0; rep < 2; rep++) {
-		double t0, t1;
+	for (int rep = 0; rep < 4; rep++) {
+		double t0, t1, entered;
 
 		TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
-		t0 = MPI_Wtime();
+		t0 = coll_mono();
 		if (test_rank == 0)
 			usleep((useconds_t)(delay * 1e6));
+		entered = coll_mono();
 		TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
-		t1 = MPI_Wtime();
-		if (t1 - t0 < delay * 0.5)
+		t1 = coll_mono();
+		TEST_MPI(MPI_Bcast(&entered, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+		if (shared_clock && t1 < entered)
+			TEST_FAIL("Barrier released rank %d %.6f s before rank 0 "
+				  "entered it", test_rank, entered - t1);
+		if (!shared_clock && t1 - t0 < delay * 0.5)
 			TEST_FAIL("Barrier released after %.3f s although "
 				  "rank 0 entered %.3f s late", t1 - t0,
 				  delay);
