@@ -220,8 +220,6 @@ struct opx_av_entry {
 	bool valid;
 	bool dead;              /* the receiver is known gone: sends fail */
 	int8_t rma_cma;         /* CMA one-sided ops with it: 0 untried, 1 work, -1 refused */
-	uint32_t rma_refused;   /* as a target: its multi-chunk op (cookie) refused whole */
-	int rma_refused_err;    /* ... and why (positive FI_E*); 0: none */
 };
 
 struct opx_av {

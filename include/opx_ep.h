@@ -398,6 +398,8 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 		   struct opx_ux *ux);
 void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
+struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src);
+struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src);
 int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
 void opx_rndv_progress(struct opx_ep *ep);
 void opx_rndv_check_peers(struct opx_ep *ep);

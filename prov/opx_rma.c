@@ -28,8 +28,9 @@
  * answered by one reply; when the initiator's ring has no credits the
  * reply is copied to a small queue and sent from progress, so a target
  * never blocks on an initiator that is itself waiting for it.  The
- * initiator must be in the target's address vector (replies go to a
- * mapped peer); requests from unknown sources are dropped and counted.
+ * initiator need not be in the target's address vector: the reply goes to
+ * the peer the shim knows as that sender (opx_src_peer); a sender it
+ * cannot name is dropped and counted.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,12 @@ struct opx_rma_reply {
 	uint8_t data[];
 };
 
+struct opx_rma_refusal {
+	uint32_t from;       /* slid << 16 | sctx */
+	uint32_t cookie;     /* the operation */
+	int err;             /* positive FI_E* */
+};
+
 struct opx_rma_state {
 	struct opx_rma_op ops[OPX_RMA_OPS];
 	struct opx_rma_op *free;
@@ -105,6 +112,10 @@ struct opx_rma_state {
 		uint8_t pflags;
 	} written;
 	uint8_t *scratch;    /* atomic results, one MTU */
+	/* as a target: multi-chunk operations refused whole, by sender */
+	struct opx_rma_refusal *refused;
+	uint32_t nrefused, cap_refused;
+	bool refuse_all;     /* out of memory for that: refuse every later chunk */
 };
 
 static struct opx_rma_state *opx_rma_state(struct opx_ep *ep)
@@ -138,13 +149,16 @@ void opx_rma_fini(struct opx_ep *ep)
 	if (!st)
 		return;
 	while (!opx_list_empty(&st->replies)) {
-		struct opx_list *l = st->replies.next;
-		opx_list_remove(l);
-		free(OPX_CONTAINER_OF(l, struct opx_rma_reply, link));
+		struct opx_rma_reply *q = OPX_CONTAINER_OF(st->replies.next, struct opx_rma_reply,
+							   link);
+		opx_list_remove(&q->link);
+		shim_peer_close(q->peer);
+		free(q);
 	}
 	for (size_t i = 0; i < OPX_RMA_OPS; i++)
 		free(st->ops[i].inj);
 	free(st->scratch);
+	free(st->refused);
 	free(st);
 	ep->rma = NULL;
 	ep->rma_busy = false;
@@ -601,7 +615,7 @@ static void opx_rma_reply_flags(struct opx_ep *ep, struct opx_rma_state *st,
 		OPX_WARN(FI_LOG_EP_DATA, "no memory to queue an RMA reply\n");
 		return;
 	}
-	q->peer = peer;
+	q->peer = shim_peer_get(peer); /* it may leave the AV or the anonymous cache */
 	q->tag = tag;
 	q->status = status;
 	q->pflags = pflags;
@@ -625,9 +639,14 @@ static void opx_rma_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
 							   link);
 		struct iovec v = {.iov_base = q->data, .iov_len = q->len};
 
-		if (opx_rma_reply_try(ep, q->peer, q->tag, q->status, q->pflags, &v, 1, q->len))
+		/* a peer that is gone (not merely without credits) loses
+		 * its reply rather than hold up everyone else's */
+		if (opx_rma_reply_try(ep, q->peer, q->tag, q->status, q->pflags, &v, 1, q->len) ==
+			    -EAGAIN &&
+		    shim_peer_alive(q->peer))
 			break;
 		opx_list_remove(&q->link);
+		shim_peer_close(q->peer);
 		free(q);
 	}
 }
@@ -739,14 +758,29 @@ static uint64_t opx_rma_need(const struct shim_pkt_hdr *h)
 /* Chunks of one operation: the first of several carries the whole length
  * (hdr.data), and the whole range is checked then, so that a refused
  * operation touches nothing.  Returns 0 or the (positive) error for this
- * chunk.  Chunks of one initiator arrive in posting
- * order, one operation after another: the refusal is remembered on its
- * address until that operation's last chunk. */
-static int opx_rma_chunk_refused(struct opx_ep *ep, fi_addr_t src, const struct shim_pkt_hdr *h)
+ * chunk.  Chunks of one initiator arrive in posting order, one operation
+ * after another: a refusal is remembered for its sender (slid, sctx; the
+ * sender need not be in our AV) until that operation's last chunk. */
+static struct opx_rma_refusal *opx_rma_refusal(struct opx_rma_state *st, uint32_t from)
 {
-	struct opx_av_entry *ent = &ep->av->table[src];
+	for (uint32_t i = 0; i < st->nrefused; i++)
+		if (st->refused[i].from == from)
+			return &st->refused[i];
+	return NULL;
+}
+
+static void opx_rma_refusal_drop(struct opx_rma_state *st, struct opx_rma_refusal *r)
+{
+	*r = st->refused[--st->nrefused];
+}
+
+static int opx_rma_chunk_refused(struct opx_ep *ep, struct opx_rma_state *st,
+				 const struct shim_pkt_hdr *h)
+{
+	uint32_t from = (uint32_t)h->slid << 16 | h->sctx;
 	uint64_t tag = h->p.u64[1];
 	uint32_t cookie = (uint32_t)tag;
+	struct opx_rma_refusal *r;
 
 	if (!(tag & (OPX_RMA_CHUNK_MAX << 32)) && !(tag & OPX_RMA_LAST)) {
 		struct iovec loc[OPX_IOV_LIMIT];
@@ -758,16 +792,42 @@ static int opx_rma_chunk_refused(struct opx_ep *ep, fi_addr_t src, const struct 
 		 * of them as when it is one chunk */
 		if (!rc && h->opcode == OPX_OP_ATOMIC && nloc != 1)
 			rc = -FI_EINVAL;
+		r = opx_rma_refusal(st, from);
+		if (!rc) {
+			if (r) /* an earlier operation's, whose last chunk never came */
+				opx_rma_refusal_drop(st, r);
+			return 0;
+		}
+		if (!r && st->nrefused == st->cap_refused) {
+			uint32_t cap = st->cap_refused ? 2 * st->cap_refused : 8;
+			void *n = realloc(st->refused, cap * sizeof(*st->refused));
 
-		ent->rma_refused = cookie;
-		ent->rma_refused_err = -rc;
+			if (!n) {
+				/* its later chunks could not be told from
+				 * others': from now on all are refused */
+				OPX_WARN(FI_LOG_EP_DATA, "no memory to remember a refused "
+					 "one-sided operation\n");
+				st->refuse_all = true;
+				return -rc;
+			}
+			st->refused = n;
+			st->cap_refused = cap;
+		}
+		if (!r)
+			r = &st->refused[st->nrefused++];
+		r->from = from;
+		r->cookie = cookie;
+		r->err = -rc;
 		return -rc;
 	}
-	if (!ent->rma_refused_err || ent->rma_refused != cookie)
+	if (__builtin_expect(!st->nrefused && !st->refuse_all, 1))
 		return 0;
-	int err = ent->rma_refused_err;
+	r = opx_rma_refusal(st, from);
+	if (!r || r->cookie != cookie)
+		return st->refuse_all ? FI_ENOMEM : 0;
+	int err = r->err;
 	if (tag & OPX_RMA_LAST)
-		ent->rma_refused_err = 0;
+		opx_rma_refusal_drop(st, r);
 	return err;
 }
 
@@ -782,13 +842,14 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 	uint64_t tag = h->p.u64[1];
 	int status = 0;
 
-	if (src == FI_ADDR_NOTAVAIL || opx_av_peer_locked(ep->av, src, &peer)) {
-		opx_rx_drop(ep, "one-sided request from a source not in the address vector");
-		return 0;
-	}
 	st = opx_rma_state(ep);
 	if (!st) {
 		opx_rx_drop(ep, "no memory for one-sided state");
+		return 0;
+	}
+	peer = opx_src_peer(ep, h->slid, h->sctx, src);
+	if (!peer) {
+		opx_rx_drop(ep, "one-sided request from a sender that cannot be answered");
 		return 0;
 	}
 
@@ -807,7 +868,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		opx_rma_rx_cma(ep, st, peer, h, pay);
 		return 0;
 	}
-	if ((status = opx_rma_chunk_refused(ep, src, h)) != 0) {
+	if ((status = opx_rma_chunk_refused(ep, st, h)) != 0) {
 		opx_rma_reply(ep, st, peer, tag, (uint64_t)status, NULL, 0, 0);
 		return 0;
 	}

@@ -209,13 +209,12 @@ static void opx_ctl_retry(struct opx_ep *ep)
 
 /* The peer to answer a sender: its AV entry, or an anonymous mapping when
  * the sender is not in our AV (FI_SOURCE-less receives still work). */
-static struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to,
-					fi_addr_t src)
+struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src)
 {
 	struct shim_peer *p = NULL;
 
-	if (src != FI_ADDR_NOTAVAIL && !opx_av_peer_locked(ep->av, src, &p) &&
-	    p->addr.nonce == to->nonce)
+	if (src != FI_ADDR_NOTAVAIL && !opx_src_is_anon(src) &&
+	    !opx_av_peer_locked(ep->av, src, &p) && p->addr.nonce == to->nonce)
 		return p;
 	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
 		p = ep->anon[i];
@@ -230,6 +229,33 @@ static struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_add
 		shim_peer_close(ep->anon[slot]);
 	ep->anon[slot] = p;
 	return p;
+}
+
+/* The peer to answer a packet whose sender (slid, sctx) carried no
+ * address of its own (one-sided requests): the AV's, else one found from
+ * the shim's records, never from the packet: a udp flow that spoke as
+ * that (lid, ctx), or the context of this host that has it.  A one-sided
+ * target need not have its initiators in its AV (Open MPI's osc rdma
+ * inserts only the peers a rank initiates to). */
+struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src)
+{
+	struct shim_peer *p;
+	struct shim_addr a;
+
+	if (!opx_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
+	    !opx_av_peer_locked(ep->av, src, &p))
+		return p;
+	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
+		p = ep->anon[i];
+		if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))
+			return p;
+	}
+	for (p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p))
+		if (!shim_udp_peer_addr(p, &a) && a.lid == slid && a.ctx == sctx)
+			return opx_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
+	if (shim_addr_lookup(ep->domain->fabric->dev, slid, sctx, &a))
+		return NULL;
+	return opx_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
 }
 
 /* ---------------------------------------------------------------------

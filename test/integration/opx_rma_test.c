@@ -31,6 +31,9 @@
  *              initiators of one -c instead of forking them
  *     -c HOST:PORT  the initiators only, forked here, each connecting
  *              to the target's -l; exit status 0 when all passed
+ *     -n       the target does not insert its initiators into its AV
+ *              (as Open MPI's osc rdma, whose targets insert only the
+ *              peers they initiate to): replies still reach them
  */
 #include <complex.h>
 #include <errno.h>
@@ -822,7 +825,9 @@ int main(int argc, char **argv)
 	pid_t pids[NCHILD];
 	struct node t;
 
-	while ((opt = getopt(argc, argv, "p:vl:c:")) != -1) {
+	bool no_insert = false;
+
+	while ((opt = getopt(argc, argv, "p:vl:c:n")) != -1) {
 		if (opt == 'p')
 			prov = optarg;
 		else if (opt == 'v')
@@ -831,8 +836,10 @@ int main(int argc, char **argv)
 			listen_port = optarg;
 		else if (opt == 'c')
 			connect_to = optarg;
+		else if (opt == 'n')
+			no_insert = true;
 		else {
-			fprintf(stderr, "usage: %s [-p prov] [-v] [-l PORT | -c HOST:PORT]\n",
+			fprintf(stderr, "usage: %s [-p prov] [-v] [-n] [-l PORT | -c HOST:PORT]\n",
 				argv[0]);
 			return 2;
 		}
@@ -900,7 +907,7 @@ int main(int argc, char **argv)
 		if (alen > sizeof(a))
 			DIE("address length");
 		xread(up[i][0], a, alen);
-		if (fi_av_insert(t.av, a, 1, &fa, 0, NULL) != 1)
+		if (!no_insert && fi_av_insert(t.av, a, 1, &fa, 0, NULL) != 1)
 			DIE("av insert");
 	}
 	for (int i = 0; i < NCHILD; i++)

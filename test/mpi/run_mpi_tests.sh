@@ -177,6 +177,7 @@ if [ "$mode" = cm ] && [ "$prov" = opx ] && [ "${OSC_TESTS:-1}" = 1 ]; then
 	       -mca btl self,ofi -mca osc rdma -mca osc_rdma_btls ofi
 	       -x FI_PROVIDER=opx -x FI_PROVIDER_PATH -x OPX_OSC_NO_CAS=1)
 	[ "$(id -u)" = 0 ] && oargs+=(--allow-run-as-root)
+	[ -n "${MPI_EXTRA_ARGS:-}" ] && oargs+=("${extra[@]}")
 	for np in $nps; do
 		log="$bindir/mpi_osc.np$np.log"
 		start=$(date +%s)
