@@ -9,6 +9,7 @@
  * counted under a mutex), the last close frees it.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <numa.h>
 #include <pthread.h>
@@ -121,11 +122,20 @@ static void shim_dev_units_init(struct shim_dev *dev)
 		if (nodes < 1)
 			nodes = 1;
 	}
+	/* LIDs must differ between hosts: a sender is known by (lid, ctx).
+	 * The low 16 bits of the host's IPv4 address differ between the
+	 * hosts of one subnet up to a /16, which a hash of the host id
+	 * would not promise (two of 100 hosts collide with 10 % odds).  A
+	 * host with no address but loopback talks to nobody else. */
+	uint32_t ip = ntohl(shim_host_ipv4());
+	uint64_t base = (ip >> 24) == 127 ? dev->host_id
+					  : (uint64_t)(ip & 0xffffu) * (uint64_t)dev->num_units;
+
 	for (int i = 0; i < dev->num_units; i++) {
 		struct shim_unit_info *u = &dev->units[i];
 
 		u->unit = (uint16_t)i;
-		u->lid = (uint16_t)(1 + ((dev->host_id + (uint64_t)i) % SHIM_LID_SPAN));
+		u->lid = (uint16_t)(1 + ((base + (uint64_t)i) % SHIM_LID_SPAN));
 		u->mtu = dev->params.mtu;
 		u->numa_node = dev->numa_ok ? i % nodes : 0;
 		u->port = 1;

@@ -71,7 +71,17 @@ static void opx_av_rmap_put(struct opx_av *av, uint32_t key, uint64_t val)
 	while (av->rmap[i] != OPX_AV_RMAP_EMPTY) {
 		if (av->rmap[i] == key) {
 			/* Same (lid, ctx) inserted again: the later insert
-			 * wins, as a restarted peer would be re-inserted. */
+			 * wins, as a restarted peer would be re-inserted.
+			 * Two hosts with one LID (addresses in different
+			 * /16 subnets) are not told apart: say so. */
+			const struct shim_addr *was = &av->table[av->rmap_val[i]].addr;
+			const struct shim_addr *now = &av->table[val].addr;
+
+			if (av->table[av->rmap_val[i]].valid && was->host_id != now->host_id)
+				OPX_WARN(FI_LOG_AV, "hosts %" PRIx64 " and %" PRIx64 " share LID %u "
+					 "(IPv4 addresses alike in their low 16 bits): messages "
+					 "from context %u of one are attributed to the other\n",
+					 was->host_id, now->host_id, now->lid, now->ctx);
 			av->rmap_val[i] = val;
 			opx_av_priv_of(av)->rmap_dups++;
 			return;

@@ -8,6 +8,7 @@
  * the same host (unit 0 by default) do not disturb the context-number
  * assertions.  Every loop is bounded in count and in time.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -245,6 +246,21 @@ static void test_dev_refcount(void **state)
 		assert_int_equal(ui.mtu, T_MTU);
 		assert_true(ui.lid > 0 && ui.lid < 0xC000);
 		assert_true(ui.numa_node >= 0);
+	}
+	/* LIDs: distinct between units, and between hosts of one subnet up
+	 * to a /16: the low 16 bits of the host's IPv4 address, times the
+	 * unit count, plus the unit */
+	uint32_t ip = ntohl(shim_host_ipv4());
+	for (int u = 0; u < T_UNITS; u++) {
+		struct shim_unit_info uj;
+
+		assert_int_equal(shim_dev_unit_info(a, u, &ui), 0);
+		for (int v = u + 1; v < T_UNITS; v++) {
+			assert_int_equal(shim_dev_unit_info(a, v, &uj), 0);
+			assert_int_not_equal(ui.lid, uj.lid);
+		}
+		if ((ip >> 24) != 127)
+			assert_int_equal(ui.lid, 1 + ((ip & 0xffffu) * T_UNITS + (uint32_t)u) % 0xBFFEu);
 	}
 	assert_int_equal(shim_dev_unit_info(a, T_UNITS, &ui), -EINVAL);
 	assert_int_equal(shim_dev_unit_info(a, -1, &ui), -EINVAL);
