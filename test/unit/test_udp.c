@@ -8,7 +8,9 @@
  * wrong length, a flipped byte) is dropped and counted, and good traffic
  * still passes after it; fault injection is reproducible from its seed;
  * a udp peer is never a process for Cross Memory Attach; unloading the
- * library stops the watchdog threads (not a forked parent's).
+ * library stops the watchdog threads (not a forked parent's); a burst
+ * goes out as GSO messages, and a socket that refuses GSO gets the same
+ * burst datagram by datagram, nothing lost.
  * Two receive contexts of one process talk over loopback; every loop is
  * bounded in count and in time.
  */
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,10 +100,9 @@ static uint32_t t_len(const struct shim_peer *p, uint32_t seq)
 	return seq % 7 == 6 ? p->mtu : n;
 }
 
-/* Publish packet seq (payload t_pat) into the peer. */
-static int t_send(struct shim_peer *p, uint32_t seq)
+/* Publish packet seq (payload t_pat, len bytes) into the peer. */
+static int t_send_len(struct shim_peer *p, uint32_t seq, uint32_t len)
 {
-	uint32_t len = t_len(p, seq);
 	bool inl = len <= SHIM_INLINE_MAX;
 	struct shim_pio_resv r;
 	struct shim_rhq_entry *e;
@@ -118,6 +120,11 @@ static int t_send(struct shim_peer *p, uint32_t seq)
 		(inl ? e->hdr.p.inl : r.egr)[i] = t_pat(seq, i);
 	shim_pio_publish(p, &r, 0, inl ? 0 : shim_rhf_egr(p, &r, 0));
 	return 0;
+}
+
+static int t_send(struct shim_peer *p, uint32_t seq)
+{
+	return t_send_len(p, seq, t_len(p, seq));
 }
 
 static void t_check(const struct shim_udp_pkt *pkt)
@@ -386,6 +393,78 @@ static void test_udp_fault_seed(void **state)
 	(void)c;
 }
 
+/* sendmmsg as the shim sees it: this definition comes before the C
+ * library's.  T_GSO_REFUSE makes it fail a UDP_SEGMENT message as a
+ * route without checksum offload does (EIO). */
+enum { T_GSO_PASS, T_GSO_REFUSE };
+static int t_gso_mode;
+static unsigned t_gso_msgs, t_gso_refused, t_mm_calls;
+
+int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	unsigned int k = 0;
+
+	t_mm_calls++;
+	for (; k < n; k++) {
+		if (!v[k].msg_hdr.msg_controllen)
+			continue;
+		t_gso_msgs++;
+		if (t_gso_mode == T_GSO_REFUSE)
+			break;
+	}
+	if (k == 0 && n) {
+		t_gso_refused++;
+		errno = EIO;
+		return -1;
+	}
+	return (int)syscall(SYS_sendmmsg, fd, v, k, flags);
+}
+
+/* A burst of full packets, published while the link is held, then sent
+ * together: psns in order and payloads intact on b. */
+static void t_burst(struct t_pair *t, uint32_t first, uint32_t n)
+{
+	uint32_t psns[64], acked, sent;
+
+	assert_true(n <= 64);
+	shim_udp_hold((struct shim_peer_priv *)t->to_b);
+	for (uint32_t s = 0; s < n; s++)
+		assert_int_equal(t_send_len(t->to_b, first + s, t->to_b->mtu), 0);
+	shim_udp_unhold((struct shim_peer_priv *)t->to_b);
+	assert_int_equal(t_recv_all(t, (int)n, psns, 10.0), (int)n);
+	for (uint32_t s = 0; s < n; s++)
+		assert_int_equal(psns[s], first + s);
+	shim_udp_tx_state(t->to_b, &acked, &sent);
+	shim_udp_release(t->to_b, sent);
+}
+
+static void test_udp_gso_refused(void **state)
+{
+	struct t_pair t;
+	unsigned calls;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	t_gso_mode = T_GSO_PASS;
+	t_gso_msgs = t_gso_refused = t_mm_calls = 0;
+	t_burst(&t, 0, 12);
+	assert_true(t_gso_msgs > 0); /* loopback takes GSO */
+	assert_int_equal(t_gso_refused, 0);
+
+	t_gso_mode = T_GSO_REFUSE;
+	t_burst(&t, 12, 12);
+	assert_int_equal(t_gso_refused, 1);
+	/* refused once, never asked again; batches still go by sendmmsg */
+	t_gso_msgs = 0;
+	calls = t_mm_calls;
+	t_burst(&t, 24, 12);
+	assert_int_equal(t_gso_msgs, 0);
+	assert_int_equal(t_gso_refused, 1);
+	assert_true(t_mm_calls > calls);
+	t_gso_mode = T_GSO_PASS;
+	t_pair_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +473,7 @@ int main(void)
 		cmocka_unit_test(test_udp_unload),
 		cmocka_unit_test(test_udp_fuzz),
 		cmocka_unit_test(test_udp_fault_seed),
+		cmocka_unit_test(test_udp_gso_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
