@@ -771,6 +771,8 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	}
 	u->ipv4 = ipv4;
 	u->rng = dev->params.fault.seed ? dev->params.fault.seed : 0x9e3779b97f4a7c15ull;
+	u->faulty = (dev->params.fault.drop | dev->params.fault.dup | dev->params.fault.reorder |
+		     dev->params.fault.corrupt) != 0;
 	u->rbuf_sz = sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr) + ctx->rx.mtu + 64;
 	u->rbuf = malloc(u->rbuf_sz * SHIM_UDP_BATCH);
 	u->scratch = malloc(u->rbuf_sz);

@@ -87,6 +87,7 @@ struct shim_udp {
 	struct sockaddr_in held_to;
 	uint8_t *scratch;           /* linearised datagram (faults) */
 	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
+	bool faulty;                /* fault injection configured: datagram by datagram */
 	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
 	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
 	uint8_t *rbuf;              /* SHIM_UDP_BATCH receive buffers */

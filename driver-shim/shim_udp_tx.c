@@ -53,9 +53,7 @@ static void shim_udp_flush_held(struct shim_udp *u);
 static void shim_udp_send(struct shim_udp *u, const struct sockaddr_in *to, struct iovec *iov,
 			  int n)
 {
-	const struct shim_fault *f = &u->ctx->dev->params.fault;
-
-	if (!(f->drop | f->dup | f->reorder | f->corrupt)) {
+	if (!u->faulty) {
 		shim_udp_sendraw(u, to, iov, n);
 		return;
 	}
@@ -271,11 +269,9 @@ void shim_udp_kick(struct shim_peer_priv *pp)
 {
 	struct shim_udp_link *l = pp->link;
 	struct shim_peer *p = &pp->pub;
-	const struct shim_fault *f;
 
 	if (!l->udp || l->dead || l->hold)
 		return;
-	f = &l->udp->ctx->dev->params.fault;
 	for (;;) {
 		uint32_t n = 0;
 
@@ -285,7 +281,7 @@ void shim_udp_kick(struct shim_peer_priv *pp)
 			n++;
 		if (!n)
 			return;
-		if (n == 1 || !l->udp->tx || (f->drop | f->dup | f->reorder | f->corrupt)) {
+		if (n == 1 || !l->udp->tx || l->udp->faulty) {
 			for (uint32_t i = 0; i < n; i++)
 				shim_udp_xmit(l, l->sent + i);
 		} else {
