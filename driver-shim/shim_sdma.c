@@ -301,8 +301,8 @@ static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 		shim_sdma_gather(d, r.egr, chunk);
 		h = d->req.tmpl;
 		h.paylen = chunk;
-		h.p.u32[0] = d->req.tid;
-		h.p.u64[1] = d->req.tid_off + d->sent;
+		h.p.tid.handle = d->req.tid;
+		h.p.tid.offset = d->req.tid_off + d->sent;
 		e = shim_pio_entry(p, &r, 0);
 		e->hdr = h;
 		shim_pio_publish(p, &r, 0, SHIM_RHF_TID | shim_rhf_egr(p, &r, 0));

@@ -417,8 +417,8 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 	 * read every field once and decide on the copies only. */
 	rhf = e->rhf;
 	paylen = e->hdr.paylen;
-	handle = e->hdr.p.u32[0];
-	off = e->hdr.p.u64[1];
+	handle = e->hdr.p.tid.handle;
+	off = e->hdr.p.tid.offset;
 	if (!(rhf & SHIM_RHF_TID))
 		return -EINVAL;
 	te = shim_tid_lookup(ctx->tid, handle);

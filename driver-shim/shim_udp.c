@@ -654,7 +654,7 @@ int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt)
 		rc = shim_udp_reserve_self(u, 0, &r);
 		if (rc)
 			return rc;
-		rc = shim_tid_place_wire(ctx, pkt->e.hdr.p.u32[0], pkt->e.hdr.p.u64[1], pkt->pay,
+		rc = shim_tid_place_wire(ctx, pkt->e.hdr.p.tid.handle, pkt->e.hdr.p.tid.offset, pkt->pay,
 					 pkt->e.hdr.paylen);
 		rhf = rc ? SHIM_RHF_ERR_LEN : SHIM_RHF_TID | SHIM_RHF_PLACED;
 	} else {

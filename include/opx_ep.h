@@ -24,53 +24,14 @@
 #define OPX_EP_H
 
 #include "opx.h"
+#include "opx_proto.h"
 #include "rdma/opx_ext.h"
-
-/* Provider opcodes (shim_pkt_hdr.opcode). */
-enum opx_opcode {
-	OPX_OP_EAGER = 1,   /* whole message in this packet */
-	OPX_OP_MP_FIRST,    /* multi-packet eager, first: p.u64[0] = total length */
-	OPX_OP_MP_NEXT,     /* multi-packet eager, next: p.u64[0] = offset */
-	OPX_OP_RTS,         /* rendezvous: p.u64[0] = length, p.u64[1] = cookie */
-	/* rendezvous control and data: handled in opx_rndv.c */
-	OPX_OP_DONE,        /* receiver pulled: p.u64[0] = cookie, p.u32[2] = status */
-	OPX_OP_CTS,         /* receiver wants a push: p.u64[0] = cookie, p.u64[1] = rx cookie */
-	OPX_OP_DATA,        /* pushed data (SDMA, TID placed): tag = rx cookie */
-	OPX_OP_CTW,         /* receiver asks the sender to write a part with CMA:
-			       p.u64[0] = cookie, p.u64[1] = rx cookie */
-	OPX_OP_WDONE,       /* sender wrote it: p.u64[0] = rx cookie, p.u32[2] = status
-			       (OPX_WDONE_REFUSED: not written, the receiver pulls it
-			       and sends a second DONE) */
-	OPX_OP_EAGER_DC,    /* whole message, FI_DELIVERY_COMPLETE: p.u64[0] = cookie; eager
-			       payload = struct shim_addr of the sender + data.  The
-			       receiver answers DONE(cookie) once the data is placed. */
-	/* one-sided: handled in opx_rma.c, layout in opx_rma.h */
-	OPX_OP_RMA_WRITE,
-	OPX_OP_RMA_READ,
-	OPX_OP_ATOMIC,
-	OPX_OP_RMA_RESP,
-	OPX_OP_MAX
-};
-
-#define OPX_WDONE_REFUSED 0xffffu
 
 /* Internal transmit flag (a bit no fi_* op flag uses): set only by the
  * fi_inject family, which never generates a send completion.  FI_INJECT
  * itself only means "the buffer may be reused at once" (fi_msg(3)), so
  * fi_sendmsg(FI_INJECT) and FI_INJECT in tx op_flags still complete. */
 #define OPX_TX_NO_CQ (1ULL << 62)
-
-/* shim_pkt_hdr.flags */
-#define OPX_PF_TAGGED 0x01u
-#define OPX_PF_CQDATA 0x02u
-#define OPX_PF_CSUM 0x04u /* hdr.psn holds the CRC32C of the packet (opx_csum.c) */
-/* One-sided request: the data moves by Cross Memory Attach (payload: struct
- * opx_rma_cma_req); on a reply: the target could not, send it by chunks. */
-#define OPX_PF_CMA 0x08u
-/* With OPX_PF_CMA, a CMA write's second step (opx_rma.h): on a reply, the
- * region's pieces the initiator may now write; on an RMA_WRITE, "written". */
-#define OPX_PF_GRANT 0x10u
-#define OPX_PF_MASK (OPX_PF_TAGGED | OPX_PF_CQDATA | OPX_PF_CSUM | OPX_PF_CMA | OPX_PF_GRANT)
 
 /* Why a received packet was dropped.  Every drop is counted per endpoint
  * (opx_ep_drops) and the first of each reason is logged at warn level;
@@ -91,16 +52,6 @@ enum opx_drop_reason {
 	OPX_DROP_RNDV,      /* rendezvous control or data packet (opx_rndv.c) */
 	OPX_DROP_MAX
 };
-
-/* Rendezvous request payload (eager ring), what the receiver needs to pull. */
-struct opx_rts_payload {
-	struct shim_addr src; /* to reply DONE even if the sender is not in our AV */
-	uint32_t pid;
-	uint32_t iov_count;
-	uint64_t iov_base[OPX_IOV_LIMIT];
-	uint64_t iov_len[OPX_IOV_LIMIT];
-};
-static_assert(sizeof(struct opx_rts_payload) == 104, "rts payload layout");
 
 /* A posted receive. */
 struct opx_rx_req {

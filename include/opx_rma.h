@@ -19,8 +19,8 @@
  *     data      remote CQ data (writedata, last chunk, OPX_PF_CQDATA);
  *               the first of several chunks: the operation's whole length
  *               (atomics: operand bytes), checked there before any lands
- *     p.u64[0]  MR key
- *     p.u64[1]  cookie (bits 0..31), chunk index (32..62), last chunk (63)
+ *     rma.key   MR key (hdr.p as union opx_pw, opx_proto.h)
+ *     rma.op    cookie (bits 0..31), chunk index (32..62), last chunk (63)
  *     msgid     RMA_READ: bytes wanted; ATOMIC: op | dt << 8 | kind << 16;
  *               RMA_WRITE last chunk: total length (low 32 bits, for the
  *               target's CQ entry)
@@ -29,7 +29,7 @@
  *               and fetched values in the same chunk as its operands, so
  *               a chunk is at most half an MTU of compare operands
  *   response (OPX_OP_RMA_RESP)
- *     tag       the request's p.u64[1] (cookie and chunk)
+ *     tag       the request's rma.op (cookie and chunk)
  *     data      status: 0 or a positive FI_E* code
  *     payload   read data or fetched values (inline up to 16 bytes)
  *
@@ -49,7 +49,7 @@
  *           (struct opx_rma_grant); the initiator writes its buffer into
  *           them, completes, and tells the target with an RMA_WRITE
  *           OPX_PF_CMA | OPX_PF_GRANT "written" packet (tag: remote
- *           address, p.u64[0]: key, msgid: length, low 32 bits), from
+ *           address, rma.key: key, msgid: length, low 32 bits), from
  *           which the target raises its remote CQ data and counters.
  *           Later operations of the endpoint wait until it is written, so
  *           nothing overtakes it.
@@ -82,6 +82,7 @@
 #include <rdma/fi_rma.h>
 
 #include "opx.h"
+#include "opx_proto.h"
 
 #define OPX_MR_ACCESS                                                                              \
 	(FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
@@ -137,25 +138,6 @@ enum opx_rma_type {
 };
 
 /* What one RMA or atomic call asks for. */
-/* Payload of an OPX_PF_CMA request: the initiator's buffer. */
-struct opx_rma_cma_req {
-	uint64_t len;        /* sum of iov_len[] */
-	uint32_t iov_count;  /* 1..OPX_IOV_LIMIT */
-	uint32_t rsvd;
-	uint64_t iov_base[OPX_IOV_LIMIT];
-	uint64_t iov_len[OPX_IOV_LIMIT];
-};
-static_assert(sizeof(struct opx_rma_cma_req) == 80, "cma request layout");
-
-/* Payload of an OPX_PF_GRANT reply: where the initiator writes. */
-struct opx_rma_grant {
-	uint32_t iov_count;  /* 1..OPX_IOV_LIMIT */
-	uint32_t rsvd;
-	uint64_t iov_base[OPX_IOV_LIMIT];
-	uint64_t iov_len[OPX_IOV_LIMIT];
-};
-static_assert(sizeof(struct opx_rma_grant) == 72, "grant layout");
-
 struct opx_rma_args {
 	enum opx_rma_type type;
 	const struct iovec *iov; /* write source, read destination, atomic operands */

@@ -118,8 +118,13 @@ struct shim_pkt_hdr {
 	uint32_t msgid;   /* sender's message id (multi-packet, rendezvous) */
 	uint64_t tag;     /* tag */
 	uint64_t data;    /* remote CQ data */
-	union {           /* protocol words, or inline payload */
+	union {           /* protocol words (the provider's: opx_proto.h), or inline payload */
 		uint8_t inl[SHIM_INLINE_MAX];
+		struct {  /* SHIM_RHF_TID packets: where the payload goes */
+			uint32_t handle; /* TID registration of the receiving context */
+			uint32_t rsvd;
+			uint64_t offset; /* byte offset in that registration */
+		} tid;
 		uint64_t u64[2];
 		uint32_t u32[4];
 	} p;
@@ -130,9 +135,9 @@ static_assert(sizeof(struct shim_pkt_hdr) == 56, "shim_pkt_hdr is 56 bytes");
  * RHF: receive header flags, filled by the producer side of the shim.
  *   bits  0..23 eager index (in 64-byte blocks) when SHIM_RHF_EGR is set
  *   bits 24..29 error bits (SHIM_RHF_ERR_*)
- *   bit  30     expected-receive packet: hdr.p.u32[0] is a TID handle of
- *               the receiving context and hdr.p.u64[1] the byte offset in
- *               that registration where the payload belongs
+ *   bit  30     expected-receive packet: hdr.p.tid.handle is a TID
+ *               registration of the receiving context and hdr.p.tid.offset
+ *               the byte offset in it where the payload belongs
  *   bit  31     payload is in the eager ring (else inline or none)
  */
 #define SHIM_RHF_EGRIDX_SHIFT 0

@@ -54,8 +54,8 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e);
  * SDMA engine (sender side, one per endpoint).  A request is a header
  * template plus an iovec; the engine cuts it into packets of at most the
  * peer's MTU and pushes them into the peer's receive context as credits
- * allow (each packet: the template with paylen, p.u32[0] = tid and
- * p.u64[1] = tid_off + offset filled in, published with SHIM_RHF_TID |
+ * allow (each packet: the template with paylen, p.tid.handle = tid and
+ * p.tid.offset = tid_off + offset filled in, published with SHIM_RHF_TID |
  * SHIM_RHF_EGR).  Requests sit in a bounded descriptor ring; a full ring
  * gives -EAGAIN.  Completion (all packets published, or an error) is
  * reported through a completion ring read with shim_sdma_reap().

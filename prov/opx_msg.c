@@ -137,8 +137,10 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		e = shim_pio_entry(peer, &r, i);
 		opx_hdr_init(&e->hdr, ep, peer, i ? OPX_OP_MP_NEXT : OPX_OP_MP_FIRST, pflags, plen,
 			     msgid, tag, data);
-		e->hdr.p.u64[0] = i ? off : len;
-		e->hdr.p.u64[1] = 0;
+		if (i)
+			opx_pw_set(&e->hdr, &(union opx_pw){.mp_next = {.offset = off}});
+		else
+			opx_pw_set(&e->hdr, &(union opx_pw){.mp_first = {.total = len}});
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, r.egr + off);
 		shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
@@ -184,8 +186,7 @@ static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_
 	e = shim_pio_entry(peer, &r, 0);
 	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER_DC, pflags,
 		     (uint32_t)(len + sizeof(struct shim_addr)), 0, tag, data);
-	e->hdr.p.u64[0] = cookie;
-	e->hdr.p.u64[1] = 0;
+	opx_pw_set(&e->hdr, &(union opx_pw){.dc = {.cookie = cookie}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	return 0;
 }
@@ -219,7 +220,7 @@ int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8
 		off = opx_req_claim(ep, req, len, &cap);
 		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
 		opx_rx_complete(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
-		opx_rndv_ack(ep, &from, src, h->p.u64[0]);
+		opx_rndv_ack(ep, &from, src, opx_pw(h).dc.cookie);
 		return 0;
 	}
 	ux = opx_ux_get(ep, len);
@@ -233,7 +234,7 @@ int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8
 	memcpy(ux->buf, pay, len);
 	ux->ack = true;
 	ux->rts.src = from;
-	ux->cookie = h->p.u64[0];
+	ux->cookie = opx_pw(h).dc.cookie;
 	opx_ux_queue(ep, tagged, ux);
 	return 0;
 }

@@ -202,7 +202,7 @@ static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f, const stru
  * packet, deliver it alone and let the receive path judge it). */
 static uint32_t opx_rel_mp_count(const struct shim_pkt_hdr *h)
 {
-	uint64_t total = h->p.u64[0];
+	uint64_t total = opx_pw(h).mp_first.total;
 
 	if (h->opcode != OPX_OP_MP_FIRST || !h->paylen || total <= h->paylen)
 		return 0;

@@ -41,8 +41,6 @@
 #define OPX_RMA_OPS 1024u   /* descriptors per endpoint, power of two */
 #define OPX_RMA_IDX_BITS 10
 #define OPX_RMA_WINDOW 64u  /* unanswered chunks per endpoint */
-#define OPX_RMA_LAST (1ULL << 63)
-#define OPX_RMA_CHUNK_MAX 0x7fffffffULL
 
 static_assert((1u << OPX_RMA_IDX_BITS) == OPX_RMA_OPS, "cookie index bits");
 
@@ -284,8 +282,8 @@ static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct 
 	opx_hdr_init(&e->hdr, ep, peer,
 		     op->type == OPX_RT_WRITE ? OPX_OP_RMA_WRITE : OPX_OP_RMA_READ, pflags,
 		     sizeof(*q), (uint32_t)op->len, op->addr, op->data);
-	e->hdr.p.u64[0] = op->key;
-	e->hdr.p.u64[1] = opx_rma_cookie(st, op) | OPX_RMA_LAST;
+	opx_pw_set(&e->hdr, &(union opx_pw){.rma = {.key = op->key,
+						     .op = opx_rma_cookie(st, op) | OPX_RMA_LAST}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	op->sent = 1;
 	st->inflight++;
@@ -308,8 +306,8 @@ static int opx_rma_written_try(struct opx_ep *ep, struct opx_rma_state *st)
 	e = shim_pio_entry(peer, &r, 0);
 	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_WRITE, st->written.pflags, 0, st->written.len,
 		     st->written.addr, st->written.data);
-	e->hdr.p.u64[0] = st->written.key;
-	e->hdr.p.u64[1] = st->written.cookie;
+	opx_pw_set(&e->hdr, &(union opx_pw){.rma = {.key = st->written.key,
+						     .op = st->written.cookie}});
 	shim_pio_publish(peer, &r, 0, 0);
 	st->written.pending = false;
 	return 0;
@@ -377,9 +375,11 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 		 * target checks the whole range before any chunk lands */
 		opx_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
 			     op->addr + off, op->sent == 0 && !last ? op->len : op->data);
-		e->hdr.p.u64[0] = op->key;
-		e->hdr.p.u64[1] = opx_rma_cookie(st, op) | ((uint64_t)op->sent << 32) |
-				  (last ? OPX_RMA_LAST : 0);
+		opx_pw_set(&e->hdr,
+			   &(union opx_pw){.rma = {.key = op->key,
+						   .op = opx_rma_cookie(st, op) |
+							 ((uint64_t)op->sent << 32) |
+							 (last ? OPX_RMA_LAST : 0)}});
 		shim_pio_publish(peer, &r, 0, paylen ? shim_rhf_egr(peer, &r, 0) : 0);
 		op->sent++;
 		st->inflight++;
@@ -660,7 +660,7 @@ static void opx_rma_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
 static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h, uint64_t what,
 				  uint64_t dir, size_t len, const struct opx_mr *mr)
 {
-	if (!(h->p.u64[1] & OPX_RMA_LAST))
+	if (!(opx_pw(h).rma.op & OPX_RMA_LAST))
 		return;
 	if ((h->flags & OPX_PF_CQDATA) && ep->rx_cq)
 		opx_cq_report_locked(ep->rx_cq, NULL, what | dir | FI_REMOTE_CQ_DATA, len, NULL,
@@ -703,7 +703,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 	}
 	if (sum != q.len)
 		goto bad;
-	status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, q.len,
+	status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, q.len,
 				       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc, &mr);
 	if (!status && write && can) {
 		/* the initiator writes: tell it where */
@@ -714,7 +714,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 			g.iov_base[i] = (uintptr_t)loc[i].iov_base;
 			g.iov_len[i] = loc[i].iov_len;
 		}
-		opx_rma_reply_flags(ep, st, peer, h->p.u64[1], 0, OPX_PF_CMA | OPX_PF_GRANT, &v, 1,
+		opx_rma_reply_flags(ep, st, peer, opx_pw(h).rma.op, 0, OPX_PF_CMA | OPX_PF_GRANT, &v, 1,
 				    sizeof(g));
 		return;
 	}
@@ -724,7 +724,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 		if (can)
 			n = opx_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, true);
 		if (n == -EPERM || n == -ENOSYS) {
-			opx_rma_reply_flags(ep, st, peer, h->p.u64[1], 0, OPX_PF_CMA, NULL, 0, 0);
+			opx_rma_reply_flags(ep, st, peer, opx_pw(h).rma.op, 0, OPX_PF_CMA, NULL, 0, 0);
 			return;
 		}
 		if (n == -ESRCH)
@@ -734,11 +734,11 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 		else
 			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_READ, q.len, mr);
 	}
-	opx_rma_reply(ep, st, peer, h->p.u64[1], (uint64_t)-status, NULL, 0, 0);
+	opx_rma_reply(ep, st, peer, opx_pw(h).rma.op, (uint64_t)-status, NULL, 0, 0);
 	return;
 bad:
 	opx_rx_drop(ep, "malformed one-sided CMA request");
-	opx_rma_reply(ep, st, peer, h->p.u64[1], FI_EINVAL, NULL, 0, 0);
+	opx_rma_reply(ep, st, peer, opx_pw(h).rma.op, FI_EINVAL, NULL, 0, 0);
 }
 
 /* The access a request needs of the region. */
@@ -778,14 +778,14 @@ static int opx_rma_chunk_refused(struct opx_ep *ep, struct opx_rma_state *st,
 				 const struct shim_pkt_hdr *h)
 {
 	uint32_t from = (uint32_t)h->slid << 16 | h->sctx;
-	uint64_t tag = h->p.u64[1];
+	uint64_t tag = opx_pw(h).rma.op;
 	uint32_t cookie = (uint32_t)tag;
 	struct opx_rma_refusal *r;
 
 	if (!(tag & (OPX_RMA_CHUNK_MAX << 32)) && !(tag & OPX_RMA_LAST)) {
 		struct iovec loc[OPX_IOV_LIMIT];
 		size_t nloc;
-		int rc = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->data,
+		int rc = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, h->data,
 					       opx_rma_need(h), loc, &nloc, NULL);
 
 		/* an atomic's elements lie in one piece of the region, all
@@ -839,7 +839,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 	struct shim_peer *peer;
 	size_t nloc = 0;
 	fi_addr_t src = opx_ep_src(ep, h->slid, h->sctx);
-	uint64_t tag = h->p.u64[1];
+	uint64_t tag = opx_pw(h).rma.op;
 	int status = 0;
 
 	st = opx_rma_state(ep);
@@ -855,8 +855,8 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 
 	if ((h->flags & OPX_PF_GRANT) && h->opcode == OPX_OP_RMA_WRITE) {
 		/* a CMA write was written: its remote CQ data and counters */
-		if (h->paylen || !(h->p.u64[1] & OPX_RMA_LAST) ||
-		    opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->msgid,
+		if (h->paylen || !(opx_pw(h).rma.op & OPX_RMA_LAST) ||
+		    opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, h->msgid,
 					  FI_REMOTE_WRITE, loc, &nloc, &mr)) {
 			opx_rx_drop(ep, "CMA write notice for no writable region");
 			return 0;
@@ -873,7 +873,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		return 0;
 	}
 	if (h->opcode == OPX_OP_RMA_WRITE) {
-		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, h->paylen,
+		status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, h->paylen,
 					       FI_REMOTE_WRITE, loc, &nloc, &mr);
 		if (!status) {
 			const uint8_t *p = pay;
@@ -892,7 +892,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		if (len > peer->mtu)
 			status = -FI_EINVAL;
 		else
-			status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, len,
+			status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, len,
 						       FI_REMOTE_READ, loc, &nloc, &mr);
 		if (status)
 			len = 0;
@@ -919,7 +919,7 @@ static int opx_rma_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 			status = -FI_EINVAL;
 	}
 	if (!status) {
-		status = opx_mr_resolve_locked(ep->domain, h->p.u64[0], h->tag, bytes,
+		status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, bytes,
 					       opx_rma_need(h), loc, &nloc, &mr);
 		if (!status && nloc != 1)
 			status = -FI_EINVAL; /* elements must not straddle two iovecs */

@@ -45,35 +45,13 @@
 #include "opx_ep.h"
 #include "shim_dma.h"
 
-/* CTS payload: where the receiver wants the data. */
-struct opx_cts_payload {
-	uint32_t ntid;
-	uint32_t rsvd;
-	uint32_t tid[OPX_IOV_LIMIT];
-	uint64_t len[OPX_IOV_LIMIT];
-};
-static_assert(sizeof(struct opx_cts_payload) == 56, "cts payload layout");
-
-/* CTW payload: where the sender writes its part of a split copy. */
-struct opx_ctw_payload {
-	uint32_t pid;       /* the receiver */
-	uint32_t iov_count;
-	uint64_t off;       /* offset in the message of the part */
-	uint64_t len;       /* bytes of the part */
-	uint64_t rsvd;
-	uint64_t iov_base[OPX_IOV_LIMIT];
-	uint64_t iov_len[OPX_IOV_LIMIT];
-};
-static_assert(sizeof(struct opx_ctw_payload) == 96, "ctw payload layout");
-
 #define OPX_CTL_PAYLOAD_MAX 96
 
 struct opx_ctl_pend {
 	struct opx_list link;
 	struct shim_peer *peer;
 	uint8_t op;
-	uint64_t p0;
-	uint64_t p1;
+	union opx_pw w;
 	uint32_t paylen;
 	uint8_t payload[OPX_CTL_PAYLOAD_MAX];
 };
@@ -151,8 +129,8 @@ int opx_rndv_init(struct opx_ep *ep)
 /* ---------------------------------------------------------------------
  * Control packets.
  */
-static int opx_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, uint64_t p0,
-		       uint64_t p1, const void *payload, uint32_t paylen)
+static int opx_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
+		       const union opx_pw *w, const void *payload, uint32_t paylen)
 {
 	struct shim_pio_resv r = {0};
 	struct shim_rhq_entry *e;
@@ -164,18 +142,17 @@ static int opx_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, ui
 		memcpy(r.egr, payload, paylen);
 	e = shim_pio_entry(peer, &r, 0);
 	opx_hdr_init(&e->hdr, ep, peer, op, 0, paylen, 0, 0, 0);
-	e->hdr.p.u64[0] = p0;
-	e->hdr.p.u64[1] = p1;
+	opx_pw_set(&e->hdr, w);
 	shim_pio_publish(peer, &r, 0, paylen ? shim_rhf_egr(peer, &r, 0) : 0);
 	return 0;
 }
 
-static void opx_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, uint64_t p0,
-			 uint64_t p1, const void *payload, uint32_t paylen)
+static void opx_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
+			 const union opx_pw *w, const void *payload, uint32_t paylen)
 {
 	struct opx_ctl_pend *p;
 
-	if (opx_list_empty(&ep->ctl_pend) && !opx_ctl_try(ep, peer, op, p0, p1, payload, paylen))
+	if (opx_list_empty(&ep->ctl_pend) && !opx_ctl_try(ep, peer, op, w, payload, paylen))
 		return;
 	p = malloc(sizeof(*p));
 	if (!p) {
@@ -184,12 +161,18 @@ static void opx_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op, 
 	}
 	p->peer = shim_peer_get(peer); /* the peer may leave the AV meanwhile */
 	p->op = op;
-	p->p0 = p0;
-	p->p1 = p1;
+	p->w = *w;
 	p->paylen = paylen;
 	if (paylen)
 		memcpy(p->payload, payload, paylen);
 	opx_list_insert_tail(&ep->ctl_pend, &p->link);
+}
+
+static void opx_ctl_done(struct opx_ep *ep, struct shim_peer *peer, uint64_t cookie,
+			 uint32_t status)
+{
+	opx_ctl_send(ep, peer, OPX_OP_DONE,
+		     &(union opx_pw){.done = {.cookie = cookie, .status = status}}, NULL, 0);
 }
 
 static void opx_ctl_retry(struct opx_ep *ep)
@@ -199,7 +182,7 @@ static void opx_ctl_retry(struct opx_ep *ep)
 	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
 	{
 		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
-		if (opx_ctl_try(ep, p->peer, p->op, p->p0, p->p1, p->payload, p->paylen) == -EAGAIN)
+		if (opx_ctl_try(ep, p->peer, p->op, &p->w, p->payload, p->paylen) == -EAGAIN)
 			break;
 		opx_list_remove(&p->link);
 		shim_peer_close(p->peer);
@@ -318,8 +301,8 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	e = shim_pio_entry(peer, &r, 0);
 	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
 		     data);
-	e->hdr.p.u64[0] = len;
-	e->hdr.p.u64[1] = opx_cookie(t->gen, (size_t)(t - ep->rndv));
+	opx_pw_set(&e->hdr, &(union opx_pw){.rts = {.len = len,
+						     .cookie = opx_cookie(t->gen, (size_t)(t - ep->rndv))}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	return 0;
 }
@@ -374,7 +357,8 @@ static struct opx_rndv_tx *opx_rndv_tx_lookup(struct opx_ep *ep, uint64_t cookie
 
 static int opx_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
+	union opx_pw w = opx_pw(h);
+	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, w.done.cookie);
 
 	(void)pay;
 	if (!t || t->cts_ntid) {
@@ -385,7 +369,7 @@ static int opx_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const ui
 		opx_rndv_stray(ep, "rendezvous DONE from another peer");
 		return 0;
 	}
-	if (h->p.u32[2])
+	if (w.done.status)
 		t->err = FI_EIO;
 	if (t->dones_left > 1) { /* the receiver still pulls our refused part */
 		t->dones_left--;
@@ -437,7 +421,8 @@ static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
 
 static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
+	union opx_pw w = opx_pw(h);
+	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, w.cts.cookie);
 	struct opx_cts_payload cts;
 	uint64_t sum = 0;
 
@@ -469,7 +454,7 @@ static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		opx_rndv_tx_release(ep, t, 0);
 		return 0;
 	}
-	t->rx_cookie = h->p.u64[1];
+	t->rx_cookie = w.cts.rx_cookie;
 	t->cts_ntid = cts.ntid;
 	for (uint32_t i = 0; i < cts.ntid; i++) {
 		t->tid[i] = cts.tid[i];
@@ -640,11 +625,11 @@ bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload 
 	if (rts->src.lid != h->slid || rts->src.ctx != h->sctx)
 		return false;
 	for (uint32_t i = 0; i < rts->iov_count; i++) {
-		if (rts->iov_len[i] > h->p.u64[0])
+		if (rts->iov_len[i] > opx_pw(h).rts.len)
 			return false; /* also keeps the sum below from wrapping */
 		sum += rts->iov_len[i];
 	}
-	return sum == h->p.u64[0];
+	return sum == opx_pw(h).rts.len;
 }
 
 /* A CMA copy with the peer's owner (opx_ep.h): the process is the one the
@@ -723,7 +708,10 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 		w.iov_base[i] = (uint64_t)(uintptr_t)liov[i].iov_base;
 		w.iov_len[i] = liov[i].iov_len;
 	}
-	opx_ctl_send(ep, peer, OPX_OP_CTW, ux->cookie, opx_cookie(x->gen, (size_t)(x - ep->rndv_rx)),
+	opx_ctl_send(ep, peer, OPX_OP_CTW,
+		     &(union opx_pw){.cts = {.cookie = ux->cookie,
+					     .rx_cookie = opx_cookie(x->gen,
+								     (size_t)(x - ep->rndv_rx))}},
 		     &w, sizeof(w));
 
 	lcnt = opx_iov_slice(req->iov, req->iov_count, off, half, liov);
@@ -735,7 +723,7 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 		x->err = FI_EIO;
 	}
 	/* our half is read: the sender may complete once it wrote its own */
-	opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, x->err ? FI_EIO : 0, NULL, 0);
+	opx_ctl_done(ep, peer, ux->cookie, x->err ? FI_EIO : 0);
 	x->placed += half;
 	return 0;
 }
@@ -775,7 +763,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 		}
 	}
 	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
-	opx_ctl_send(ep, peer, OPX_OP_DONE, ux->cookie, status, NULL, 0);
+	opx_ctl_done(ep, peer, ux->cookie, (uint32_t)status);
 	return 0;
 }
 
@@ -825,7 +813,10 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	}
 	cts.ntid = x->ntid;
 	opx_rndv_rx_take(ep, x, req, off, cap, ux, expect, peer);
-	opx_ctl_send(ep, peer, OPX_OP_CTS, ux->cookie, opx_cookie(x->gen, (size_t)(x - ep->rndv_rx)),
+	opx_ctl_send(ep, peer, OPX_OP_CTS,
+		     &(union opx_pw){.cts = {.cookie = ux->cookie,
+					     .rx_cookie = opx_cookie(x->gen,
+								     (size_t)(x - ep->rndv_rx))}},
 		     &cts, sizeof(cts));
 	if (!expect) {
 		opx_rx_complete(ep, req, off, cap, x->total, x->tag, x->data, x->pflags, x->src, 0);
@@ -884,7 +875,7 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 		return 0;
 	}
 	for (uint32_t i = 0; i < x->ntid; i++)
-		ours |= x->tid[i] == h->p.u32[0];
+		ours |= x->tid[i] == opx_pw(h).tid.handle;
 	if (!ours || x->placed + h->paylen > x->expect || shim_ctx_tid_place(ep->shim, e)) {
 		opx_rx_drop(ep, "DATA outside its receive");
 		return 0;
@@ -900,12 +891,14 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 
 /* Sender: write our part of a split copy into the receiver's buffer.  The
  * only process written to is the receiver of this send as the shim
- * verified it, never a pid from the packet; one CTW per send.  When the write is refused (the receiver is not
- * dumpable, Yama...), WDONE says so and the receiver pulls that part
- * itself; the send then completes on its second DONE. */
+ * verified it, never a pid from the packet; one CTW per send.  When the
+ * write is refused (the receiver is not dumpable, Yama...), WDONE says so
+ * and the receiver pulls that part itself; the send then completes on its
+ * second DONE. */
 static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, h->p.u64[0]);
+	union opx_pw cw = opx_pw(h);
+	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, cw.cts.cookie);
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	struct opx_ctw_payload w;
 	uint64_t sum = 0;
@@ -950,7 +943,10 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 			t->dones_left = 2;
 		}
 	}
-	opx_ctl_send(ep, t->peer, OPX_OP_WDONE, h->p.u64[1], status, NULL, 0);
+	opx_ctl_send(ep, t->peer, OPX_OP_WDONE,
+		     &(union opx_pw){.wdone = {.rx_cookie = cw.cts.rx_cookie,
+					       .status = (uint32_t)status}},
+		     NULL, 0);
 	return 0;
 }
 
@@ -959,11 +955,12 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
  * the sender complete). */
 static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 {
-	uint32_t idx = (uint32_t)h->p.u64[0];
+	union opx_pw w = opx_pw(h);
+	uint32_t idx = (uint32_t)w.wdone.rx_cookie;
 	struct opx_rndv_rx *x;
 
 	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
-	    ep->rndv_rx[idx].gen != (h->p.u64[0] >> 32) || ep->rndv_rx[idx].ntid) {
+	    ep->rndv_rx[idx].gen != (w.wdone.rx_cookie >> 32) || ep->rndv_rx[idx].ntid) {
 		opx_rndv_stray(ep, "WDONE for an unknown receive");
 		return 0;
 	}
@@ -972,7 +969,7 @@ static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 		opx_rndv_stray(ep, "WDONE from another peer");
 		return 0;
 	}
-	if (h->p.u32[2] == OPX_WDONE_REFUSED) {
+	if (w.wdone.status == OPX_WDONE_REFUSED) {
 		struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 		size_t part = x->expect - x->half;
 		size_t lcnt = opx_iov_slice(x->req->iov, x->req->iov_count, x->off + x->half, part,
@@ -985,8 +982,8 @@ static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 				 strerror((int)-n));
 			x->err = FI_EIO;
 		}
-		opx_ctl_send(ep, x->peer, OPX_OP_DONE, x->tx_cookie, n < 0 ? FI_EIO : 0, NULL, 0);
-	} else if (h->p.u32[2]) {
+		opx_ctl_done(ep, x->peer, x->tx_cookie, n < 0 ? FI_EIO : 0);
+	} else if (w.wdone.status) {
 		x->err = FI_EIO;
 	}
 	opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags, x->src,
@@ -1046,7 +1043,7 @@ void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, 
 	struct shim_peer *peer = opx_reply_peer(ep, to, src);
 
 	if (peer)
-		opx_ctl_send(ep, peer, OPX_OP_DONE, cookie, 0, NULL, 0);
+		opx_ctl_done(ep, peer, cookie, 0);
 }
 
 /* FI_DISCARD of a rendezvous message: the sender completes normally. */

@@ -181,7 +181,7 @@ static void opx_mp_abort(struct opx_ep *ep)
 static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct opx_mp_state *mp = &ep->mp;
-	uint64_t total = h->p.u64[0];
+	uint64_t total = opx_pw(h).mp_first.total;
 	bool tagged = h->flags & OPX_PF_TAGGED;
 	fi_addr_t src;
 	struct opx_rx_req *req;
@@ -260,7 +260,7 @@ static void opx_mp_finish(struct opx_ep *ep)
 static int opx_rx_mp_next(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct opx_mp_state *mp = &ep->mp;
-	uint64_t off = h->p.u64[0];
+	uint64_t off = opx_pw(h).mp_next.offset;
 
 	if (!mp->active || h->slid != mp->slid || h->sctx != mp->sctx || h->msgid != mp->msgid ||
 	    off != mp->off || off + h->paylen > mp->total || !h->paylen) {
@@ -290,7 +290,7 @@ static bool opx_rts_valid(const struct shim_pkt_hdr *h)
 
 	if (h->paylen != sizeof(*r))
 		return false;
-	return h->p.u64[0] <= opx_env.max_msg_size;
+	return opx_pw(h).rts.len <= opx_env.max_msg_size;
 }
 
 static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
@@ -315,9 +315,9 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		return 0;
 	}
 	ux->rndv = true;
-	ux->len = h->p.u64[0];
+	ux->len = opx_pw(h).rts.len;
 	ux->rcvd = ux->len;
-	ux->cookie = h->p.u64[1];
+	ux->cookie = opx_pw(h).rts.cookie;
 	ux->tag = h->tag;
 	ux->data = h->data;
 	ux->src = src;
@@ -380,9 +380,9 @@ static int opx_rx_first_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h,
 	if (rc)
 		return rc;
 	if (h->opcode == OPX_OP_MP_FIRST)
-		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, h->p.u64[0]);
+		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_pw(h).mp_first.total);
 	else if (h->opcode == OPX_OP_RTS)
-		opx_stats_rx(ep, opx_stats_rndv_proto(h->p.u64[0]), h->p.u64[0]);
+		opx_stats_rx(ep, opx_stats_rndv_proto(opx_pw(h).rts.len), opx_pw(h).rts.len);
 	return 0;
 }
 

@@ -538,7 +538,7 @@ static void test_hole_provider(void **state)
 		e->hdr.paylen = peer->mtu;
 		e->hdr.msgid = 77;
 		e->hdr.tag = 0xd0;
-		e->hdr.p.u64[0] = 3ull * peer->mtu;
+		opx_pw_set(&e->hdr, &(union opx_pw){.mp_first = {.total = 3ull * peer->mtu}});
 		memset(r.egr, 0x5a, peer->mtu);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 		ch = 'r';
@@ -1057,7 +1057,7 @@ static void test_forged_ctl(void **state)
 		const struct shim_rhq_entry *e = &to_rx->hdrq[(tail - k) & to_rx->hdrq_mask];
 
 		if (e->hdr.opcode == OPX_OP_RTS && e->hdr.tag == 0x81) {
-			cookie = e->hdr.p.u64[1];
+			cookie = opx_pw(&e->hdr).rts.cookie;
 			found = true;
 		}
 	}
