@@ -6,50 +6,81 @@
  *
  * A flow is one direction between two receive contexts; both directions
  * between a pair share one shim udp peer (the "link") and one struct
- * opx_rel_flow here.  Sequence numbers are the positions of the sender's
- * send ring (shim_udp.c), which doubles as the replay memory: nothing is
- * freed before it is acknowledged, and a full ring is back-pressure
- * (-FI_EAGAIN to the caller), so memory never grows without bound.
+ * opx_rel_flow here.  Sequence numbers are positions in the sender's send
+ * ring (shim_udp.c), counted from the link's base.  The ring doubles as
+ * the replay memory: nothing is freed before it is acknowledged, and a
+ * full ring is back-pressure (-FI_EAGAIN to the caller), so memory never
+ * grows without bound.
  *
- *   receiver, per DATA packet (d = psn - expected):
- *     d == 0        deliver into the receive ring (TID data: straight into
- *                   the posted buffer), expected++, then deliver whatever
- *                   the stash holds from the new expected on; the first
- *                   packet of a multi-packet eager message waits in the
- *                   stash until all of them are there, then the message
- *                   goes into the ring in one piece
- *     0 < d < STASH keep a copy in the stash; NACK(expected, which of the
- *                   next 32 are missing) once per hole (again after
- *                   OPX_REL_NACK_NS if it stays a hole)
- *     otherwise     old: a duplicate (count it, acknowledge again soon) or
- *                   beyond the window (dropped; replay brings it back)
- *   acknowledgements: every datagram carries the cumulative ack of the
- *     reverse direction (piggy-backed); a standalone ACK goes when
- *     OPX_REL_ACK_EVERY packets are unacknowledged (pre-ack of a stream)
- *     or one has waited OPX_REL_ACK_NS (coalesced)
- *   sender:
- *     ack advances      free the ring up to it (credits), reset the timer
- *     NACK(psn, mask)   send that packet and the ones the mask names again
- *     timer expires     send the oldest unacknowledged packets again
- *                       (at most OPX_REL_BURST), double the timeout
- *                       (capped); the timeout after ack progress is
- *                       the smoothed round trip plus four deviations
- *                       (RFC 6298 with one sample in flight, none taken
- *                       across a retransmission), at least
- *                       OPX_REL_RTO_NS: a receiver whose socket queue
- *                       holds milliseconds of data, or that was
- *                       preempted, is not flooded with copies of what it
- *                       already has; no ack progress for FI_OPX_PEER_TIMEOUT
- *                       seconds: the peer is dead (shim_udp_fail) and the
- *                       endpoint's liveness checks fail what waits on it
- *   liveness: a flow we sent nothing on for a second gets an ack as a
- *     keepalive (from the shim's watchdog when the application does not
- *     progress); nothing heard from a peer for FI_OPX_PEER_TIMEOUT seconds
- *     makes it dead too, so a receiver waiting for a sender that died
- *     gets its error as well
- *   a peer that restarts at the same address has another session nonce:
- *     the shim resets the link (epoch changes) and this flow starts over;
- *     datagrams of the previous life are dropped by the shim.
+ * psn arithmetic: 32 bits that wrap, so psns are only ever compared by
+ * their difference modulo 2^32, never with a plain "<".  A DATA packet is
+ * classified by d = psn - expected (uint32_t): d == 0 in order; 0 < d <
+ * OPX_REL_STASH ahead, in the window; d >= 2^31 (negative as int32_t)
+ * behind, a duplicate; anything else beyond the window.  OPX_REL_STASH
+ * divides 2^32, so the stash slot psn % OPX_REL_STASH is the same across
+ * the wrap and unique within the window.  The send side compares alike:
+ * shim_udp_release() ignores an ack outside (acked, sent], an rtt sample
+ * ends when (int32_t)(acked - rtt_psn) >= 0.
+ *
+ * Receive side (opx_rel_progress, per datagram of shim_udp_recv):
+ *   any type       its cumulative ack (piggy-backed) frees our send ring:
+ *                  shim_udp_release()
+ *   DATA, d == 0   opx_rel_deliver into the receive ring (TID data: straight
+ *                  into the posted buffer), expected++, ack_due_ns set,
+ *                  then opx_rel_drain_stash from the new expected on
+ *                  ring full: stashed, ring_full++, drained again later
+ *   DATA, d == 0,  OPX_OP_MP_FIRST of n <= OPX_REL_MP_MAX packets: stashed;
+ *   multi-packet   opx_rel_deliver_mp once all n are in the stash, one
+ *                  reservation for the whole message, expected += n
+ *   DATA, ahead    opx_rel_stash (the same psn twice: dups++); opx_rel_nack
+ *                  (expected, which of the next 32 below the highest arrival
+ *                  are missing) once per hole, again after OPX_REL_NACK_NS
+ *   DATA, behind   dups++, ack_force: the sender missed our ack
+ *   DATA, beyond   beyond_window++, dropped: replay brings it back
+ *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m
+ *   ACK            nothing more
+ * Then opx_rel_timers, per flow: drain the stash (ring-full retry, whole
+ * multi-packet messages); clear ack_due_ns once a datagram carried
+ * udp_ack == expected; a standalone ACK (opx_rel_ack) on ack_force, at
+ * OPX_REL_ACK_EVERY packets unacknowledged or OPX_REL_ACK_NS after
+ * ack_due_ns; NACK again every OPX_REL_NACK_NS while the stash holds any.
+ *
+ * Send side (opx_rel_tx_timer; acked and sent from shim_udp_tx_state, the
+ * ring holds [acked, sent) for replay):
+ *   nothing heard for FI_OPX_PEER_TIMEOUT s (a live peer sends at
+ *   least a keepalive every SHIM_UDP_KEEPALIVE_NS) ------------------> DEAD
+ *   nothing sent for SHIM_UDP_KEEPALIVE_NS: an ACK as keepalive
+ *   IDLE (acked == sent) --- packets sent ---------------------------> ARMED
+ *   ARMED, on arming and whenever the ack moves: progress_ns = now,
+ *          rto = opx_rel_rto() = srtt_ns + 4 * rttvar_ns within
+ *          [OPX_REL_RTO_NS, OPX_REL_RTO_MAX_NS], timer_ns = now + rto; the
+ *          floor spares a receiver that is only slow or preempted
+ *   ARMED, timer expired: shim_udp_resend from acked on (at most
+ *          OPX_REL_BURST), rto doubled (capped), no rtt sample (Karn)
+ *   ARMED, no ack progress for FI_OPX_PEER_TIMEOUT s ----------------> DEAD
+ *   ARMED, acked == sent -------------------------------------------> IDLE
+ *   DEAD   shim_udp_fail: nothing more is sent, the ring looks full,
+ *          shim_peer_alive() is false.  A send that stalls on the peer
+ *          fails with FI_ECONNREFUSED (opx_av_stalled_locked), and
+ *          opx_rndv_check_peers fails the rendezvous sends and receives
+ *          waiting on it and the receives directed at it.
+ *   rtt (opx_rel_rtt, RFC 6298 gains 1/8 and 1/4): one sample at a time,
+ *   from the check that set rtt_psn = sent to the first ack at or past it.
+ *
+ * The watchdog thread of shim_udp.c is no second reliability engine: it
+ * works only when the owner has not polled the socket for
+ * SHIM_UDP_WD_IDLE_NS, never receives and never touches this state.  It
+ * sends unacknowledged packets again (with its own doubling timeout),
+ * repeats the cumulative ack while datagrams wait unread, and sends the
+ * keepalive ACK; once the application progresses this file takes over
+ * from the ring as the watchdog left it.
+ *
+ * A peer that restarts at the same address has another session nonce:
+ * shim_udp_source() drops datagrams of its previous life and resets the
+ * link (base = sent = tail, udp_ack 0, not dead, udp_epoch++).
+ * opx_rel_flow() sees the epoch change and clears the flow
+ * (opx_rel_flow_clear: stash empty, expected 0, rto and rtt reset), and
+ * the AV learns the address again.
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -26,15 +26,77 @@
  *   complete when the engine reports        its offset; complete when all
  *   the last packet published               bytes have landed
  *
+ * Send slot (struct opx_rndv_tx, ep->rndv[]).  RELEASE is
+ * opx_rndv_tx_release: the completion (or error entry), a new generation,
+ * the slot back on ep->rndv_free.
+ *
+ *   FREE --opx_rndv_send: RTS out ----------------------------> WAIT (dones_left 1)
+ *   FREE --opx_rndv_dc_get: EAGER_DC out (opx_msg.c) ---------> WAIT, no iovec: DONE only
+ *         (no slot, or no credits for the packet: -FI_EAGAIN and the slot stays
+ *         FREE; opx_rndv_dc_put gives back one opx_rndv_dc_get took)
+ *   WAIT + DONE (opx_rx_done)   a status sets err FI_EIO;
+ *                               dones_left 1 -----------------> RELEASE(err)
+ *                               dones_left 2 -----------------> WAIT, dones_left 1
+ *   WAIT + CTW  (opx_rx_ctw)    part written (CMA) -----------> WAIT, WDONE(0) out
+ *                               write refused ----------------> WAIT, dones_left 2,
+ *                                                               WDONE(OPX_WDONE_REFUSED) out
+ *   WAIT + CTS  (opx_rx_cts)    no SDMA engine ---------------> RELEASE(FI_EIO)
+ *                               no TIDs (nothing wanted) -----> RELEASE(0)
+ *                               else cts_ntid set ------------> PUSH
+ *   PUSH  opx_rndv_tx_submit: one shim_sdma_submit (DATA packets) per TID range;
+ *         ring full: on ep->sdma_wait, resumed by opx_rndv_progress;
+ *         other error: err FI_EIO, nothing more submitted
+ *   PUSH  opx_sdma_reap_all: sdma_left-- per reaped request (a status: err FI_EIO);
+ *         none in the engine and no range left to submit -----> RELEASE(err)
+ *   WAIT or PUSH with nothing in the engine, peer dead
+ *         (opx_rndv_check_peers) -----------------------------> RELEASE(FI_ECONNREFUSED)
+ *
+ * Receive slot (struct opx_rndv_rx, ep->rndv_rx[]), taken only when data is
+ * still due from the sender.  An RTS (opx_rx_rts, opx_rx.c) is matched or
+ * queued unexpected (opx_ux_deliver on a later post); then opx_rndv_match:
+ *
+ *   cma_ok: opx_rndv_pull    split (len >= FI_OPX_RNDV_SPLIT, cma_proven, a slot free):
+ *                              opx_rndv_split: take, CTW out, read the first half,
+ *                              DONE out --------------------------------------> SPLIT
+ *                            else read it all, complete, DONE(status) out: no slot;
+ *                              a read that worked sets cma_proven
+ *                            -ESRCH (no verified process): this send by CTS
+ *                            -EPERM/-ENOSYS: cma_ok = false, CTS from now on
+ *   CTS:    opx_rndv_cts     sender gone: complete FI_EIO, nothing sent
+ *                            no slot or TID: the ux waits on ep->cts_defer, retried
+ *                              by opx_rndv_progress
+ *                            else register TIDs, take, CTS out ---------------> PUSHED
+ *                              (nothing to receive: complete, free at once)
+ *   PUSHED + DATA (opx_rx_data)   placed by shim_ctx_tid_place, placed += paylen;
+ *                                 placed == expect: complete, free
+ *   SPLIT + WDONE (opx_rx_wdone)  OPX_WDONE_REFUSED: pull the sender's part, DONE out
+ *                                 (the sender's second); then, whatever the status,
+ *                                 complete (FI_EIO if a part failed), free
+ *   PUSHED or SPLIT, peer dead (opx_rndv_check_peers): complete FI_EIO, free
+ *
+ * Free is opx_rndv_rx_free: TIDs released, a new generation.  FI_DISCARD
+ * (opx_rndv_discard) and an EAGER_DC once its data is placed
+ * (opx_rx_eager_dc, opx_ux_deliver) answer DONE(0) without a slot.
+ *
+ * No rendezvous state has a timeout of its own: a lost packet is the
+ * reliability layer's, and a peer that dies (process gone; udp: no answer
+ * for FI_OPX_PEER_TIMEOUT, opx_rel.c) is found by opx_rndv_check_peers
+ * from the idle path of progress, at most every OPX_WATCH_NS.
+ *
  * Cookies are a slot index plus a random generation (getrandom), so a
  * stale or guessed cookie from the wire is rejected instead of followed,
  * and a cookie is only honoured from the peer it was issued to: DONE,
  * CTS and CTW must come from the receiver of the send, WDONE and DATA
  * from the sender of the receive (else dropped and counted in
- * ep->rndv_stray).  The process that CMA reads from or writes to is the
- * one the shim verified when it mapped that peer (pid and start time,
- * checked again after the copy), never a pid carried in a packet.  Control packets (DONE,
- * CTS) that find no credits wait on ep->ctl_pend and go out on progress.
+ * ep->rndv_stray).  The generation changes whenever a slot is freed, so a
+ * late packet for a reused slot is stray too.  A packet must also fit the
+ * slot's state: DONE not during a push, CTS and CTW not after a CTS or a
+ * CTW, WDONE only for a split (no TIDs), DATA only with TID placement.
+ * The process that CMA reads from or writes to is the one the shim
+ * verified when it mapped that peer (pid and start time, checked again
+ * after the copy), never a pid carried in a packet.  Control packets
+ * (DONE, CTS, CTW, WDONE) that find no credits wait on ep->ctl_pend, in
+ * order, and go out on progress.
  */
 #include <stdlib.h>
 #include <sys/random.h>
