@@ -23,7 +23,10 @@
 #ifndef OPX_EP_H
 #define OPX_EP_H
 
+#include <stdlib.h>
+
 #include "opx.h"
+#include "opx_iov.h"
 #include "opx_proto.h"
 #include "rdma/opx_ext.h"
 
@@ -32,6 +35,17 @@
  * itself only means "the buffer may be reused at once" (fi_msg(3)), so
  * fi_sendmsg(FI_INJECT) and FI_INJECT in tx op_flags still complete. */
 #define OPX_TX_NO_CQ (1ULL << 62)
+
+/* Internal op flag: an inject the peer cannot take eagerly went out by
+ * rendezvous from a private copy, a struct opx_bounce that stands in as
+ * the context; it is freed when the send completes, which reports the
+ * caller's own context (fi_sendmsg with FI_INJECT still completes). */
+#define OPX_TXF_BOUNCE (1ULL << 42)
+
+struct opx_bounce {
+	void *context;
+	uint8_t data[];
+};
 
 /* Why a received packet was dropped.  Every drop is counted per endpoint
  * (opx_ep_drops) and the first of each reason is logged at warn level;
@@ -298,13 +312,27 @@ void opx_stats_ep_close(struct opx_ep *ep);
 
 /* opx_match.c: matching engine and delivery.  All with the domain lock held. */
 struct opx_rx_req *opx_req_get(struct opx_ep *ep);
-void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req);
+static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
+{
+	ep->posted_cnt--;
+	opx_list_insert_head(&ep->req_free, &req->link);
+}
+void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
 struct opx_ux *opx_ux_get(struct opx_ep *ep, size_t len);
-void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux);
+/* An unexpected-message descriptor back to the pool, its bytes off the bound. */
+static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
+{
+	size_t len = ux->rndv ? 0 : ux->len;
+
+	ep->ux_bytes -= sizeof(*ux) + (len > sizeof(ux->inl) ? len : 0);
+	if (ux->queued)
+		ep->ux_cnt--;
+	if (ux->buf != ux->inl)
+		free(ux->buf);
+	ux->buf = NULL;
+	opx_list_insert_head(&ep->ux_free, &ux->link);
+}
 struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
-size_t opx_iov_copy_to(const struct iovec *iov, size_t cnt, size_t off, const void *src, size_t len);
-size_t opx_iov_slice(const struct iovec *iov, size_t cnt, size_t off, size_t len,
-		     struct iovec *out);
 /* Where a message of len bytes lands in req: returns the offset, sets *cap
  * to the bytes that fit (multi-recv buffers hand out consecutive space). */
 size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap);
@@ -321,6 +349,7 @@ int opx_ep_cancel_locked(struct opx_ep *ep, void *context);
 void opx_match_cleanup(struct opx_ep *ep);
 
 /* opx_rx.c: progress, validation and drop accounting */
+int opx_rx_drain(struct opx_ep *ep, int budget);
 void opx_rx_drop(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_RNDV */
 void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason);
 const char *opx_drop_name(enum opx_drop_reason reason);
@@ -373,8 +402,6 @@ int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, ui
 void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie);
 void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, uint64_t cookie);
 
-/* opx_msg.c: the receive side of OPX_OP_EAGER_DC */
-int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
 static inline bool opx_rndv_pending(const struct opx_ep *ep)
 {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * opx_rma.h - one-sided communication: memory-region keys (opx_mr.c), RMA
- * (opx_rma.c) and atomics (opx_atomic.c).
+ * (opx_rma.c: the engine, both sides; opx_rma_api.c: the fi_ops_rma and
+ * fi_ops_atomic calls) and atomics (opx_atomic.c: the kernels, validity).
  *
  * Wire protocol, the same on both wires.  Every one-sided operation is split
  * into chunks of at most one MTU (on the udp wire: the path's datagram
@@ -116,6 +117,8 @@ enum opx_atomic_kind {
 size_t opx_atomic_dt_size(enum fi_datatype dt);
 /* Whether op on dt is supported for that kind of call. */
 bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype dt);
+/* Most elements one request carries (fi_query_atomic's count). */
+size_t opx_atomic_max_count(enum opx_atomic_kind kind, enum fi_datatype dt);
 /* Apply op to cnt elements of dst with operands src (and cmp for compare
  * ops); the old values go to res when it is not NULL.  Buffers need no
  * particular alignment.  Returns 0 or -FI_EOPNOTSUPP. */
@@ -158,6 +161,7 @@ struct opx_rma_args {
 };
 
 ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a);
+ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a);
 int opx_rma_rx_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 void opx_rma_progress(struct opx_ep *ep);
 void opx_rma_fini(struct opx_ep *ep);

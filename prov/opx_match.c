@@ -37,12 +37,6 @@ struct opx_rx_req *opx_req_get(struct opx_ep *ep)
 	return req;
 }
 
-void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
-{
-	ep->posted_cnt--;
-	opx_list_insert_head(&ep->req_free, &req->link);
-}
-
 /* len: payload bytes the descriptor will hold (counted against the bound) */
 struct opx_ux *opx_ux_get(struct opx_ep *ep, size_t len)
 {
@@ -73,19 +67,6 @@ struct opx_ux *opx_ux_get(struct opx_ep *ep, size_t len)
 	opx_list_init(&ux->link);
 	ep->ux_bytes += cost;
 	return ux;
-}
-
-void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
-{
-	size_t len = ux->rndv ? 0 : ux->len;
-
-	ep->ux_bytes -= sizeof(*ux) + (len > sizeof(ux->inl) ? len : 0);
-	if (ux->queued)
-		ep->ux_cnt--;
-	if (ux->buf != ux->inl)
-		free(ux->buf);
-	ux->buf = NULL;
-	opx_list_insert_head(&ep->ux_free, &ux->link);
 }
 
 static inline bool opx_match_one(const struct opx_rx_req *req, bool tagged, uint64_t tag,
@@ -136,48 +117,6 @@ static struct opx_ux *opx_match_ux(struct opx_ep *ep, bool tagged, uint64_t tag,
 	return NULL;
 }
 
-size_t opx_iov_copy_to(const struct iovec *iov, size_t cnt, size_t off, const void *src, size_t len)
-{
-	const uint8_t *s = src;
-	size_t done = 0;
-
-	for (size_t i = 0; i < cnt && done < len; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		size_t n = iov[i].iov_len - off;
-		if (n > len - done)
-			n = len - done;
-		memcpy((uint8_t *)iov[i].iov_base + off, s + done, n);
-		done += n;
-		off = 0;
-	}
-	return done;
-}
-
-/* The part [off, off+len) of an iovec as an iovec (at most cnt entries). */
-size_t opx_iov_slice(const struct iovec *iov, size_t cnt, size_t off, size_t len, struct iovec *out)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < cnt && len; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		size_t take = iov[i].iov_len - off;
-		if (take > len)
-			take = len;
-		out[n].iov_base = (uint8_t *)iov[i].iov_base + off;
-		out[n].iov_len = take;
-		n++;
-		len -= take;
-		off = 0;
-	}
-	return n;
-}
-
 /* A multi-recv buffer is released once the space left is below the
  * endpoint's FI_OPT_MIN_MULTI_RECV; messages that do not fit the space left
  * are truncated (reported with FI_ETRUNC). */
@@ -201,98 +140,6 @@ size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size
 		req->unlinked = true;
 	}
 	return off;
-}
-
-/* FI_SOURCE_ERR: a message received whole from a source not in the AV.
- * Its address comes from the shim's record of the sending context; if
- * that is gone already, the completion is an ordinary one from
- * FI_ADDR_NOTAVAIL. */
-static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, void *context,
-							     uint64_t flags, size_t len, void *buf,
-							     uint64_t data, uint64_t tag,
-							     fi_addr_t src)
-{
-	struct shim_addr a;
-
-	if (!ep->rx_cq || shim_addr_lookup(ep->domain->fabric->dev, (uint16_t)(src >> 16),
-					   (uint16_t)src, &a))
-		return false;
-	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, &a);
-	opx_cntr_inc(ep->recv_cntr); /* the data was received */
-	return true;
-}
-
-static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, void *buf,
-			  uint64_t data, uint64_t tag, fi_addr_t src, bool want_cq, int err,
-			  size_t olen)
-{
-	if (__builtin_expect(opx_src_is_anon(src), 0)) {
-		if (!err && ep->source_err &&
-		    opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))
-			return;
-		src = FI_ADDR_NOTAVAIL;
-	}
-	if (err) {
-		if (ep->rx_cq)
-			opx_cq_report_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, olen,
-						 err, -err, src);
-		opx_cntr_inc_err(ep->recv_cntr);
-		return;
-	}
-	if (ep->rx_cq && want_cq)
-		opx_cq_report_locked(ep->rx_cq, context, flags, len, buf, data, tag, src);
-	opx_cntr_inc(ep->recv_cntr);
-}
-
-/* The release of a multi-receive buffer reported on its own: fi_cq(3)
- * gives it FI_MULTI_RECV alone (no FI_RECV: it carries no data, and a
- * data completion never has length 0 unless a 0-byte message was sent),
- * buf at the start of the buffer.  Always reported: the application
- * needs it to repost, whatever its selective-completion settings. */
-static void opx_multi_release(struct opx_ep *ep, struct opx_rx_req *req)
-{
-	if (ep->rx_cq)
-		opx_cq_report_locked(ep->rx_cq, req->context, FI_MULTI_RECV, 0,
-				     req->iov_count ? req->iov[0].iov_base : NULL, 0, 0,
-				     FI_ADDR_NOTAVAIL);
-}
-
-void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
-		     int err)
-{
-	uint64_t flags = FI_RECV | ((pflags & OPX_PF_TAGGED) ? FI_TAGGED : FI_MSG);
-	size_t got = msg_len < cap ? msg_len : cap;
-	bool multi = req->flags & FI_MULTI_RECV;
-	bool want = !ep->rx_selective || (req->flags & FI_COMPLETION);
-	void *buf = NULL;
-
-	if (pflags & OPX_PF_CQDATA)
-		flags |= FI_REMOTE_CQ_DATA;
-	else
-		data = 0;
-	if (multi) {
-		buf = req->iov_count ? (uint8_t *)req->iov[0].iov_base + off : NULL;
-		req->inflight--;
-		if (req->unlinked && !req->inflight)
-			flags |= FI_MULTI_RECV;
-	}
-	if (!err && msg_len > cap)
-		err = FI_ETRUNC;
-	/* The release rides on this completion unless that one is
-	 * suppressed (selective completion) or an error entry: then it is
-	 * reported on its own, after it. */
-	bool release = flags & FI_MULTI_RECV;
-	bool release_apart = release && (err || !want);
-
-	if (release_apart)
-		flags &= ~FI_MULTI_RECV;
-	opx_rx_report(ep, req->context, flags, got, buf, data, (pflags & OPX_PF_TAGGED) ? tag : 0, src,
-		      want, err, msg_len > got ? msg_len - got : 0);
-	if (release_apart)
-		opx_multi_release(ep, req);
-	if (!multi || release)
-		opx_req_put(ep, req);
 }
 
 void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux)
@@ -340,7 +187,7 @@ static ssize_t opx_recv_peek(struct opx_ep *ep, void *context, uint64_t flags, f
 	uint64_t cflags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
 	struct opx_ux *ux;
 
-	opx_ep_progress_locked(ep);
+	/* the caller progressed first (opx_recv_common) */
 	ux = opx_match_ux(ep, tagged, tag, ignore, src);
 	if (!ux) {
 		if (ep->rx_cq)
@@ -397,12 +244,8 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		return -FI_EOPBADSTATE;
 	if (cnt > OPX_IOV_LIMIT || (cnt && !iov))
 		return -FI_EINVAL;
-	for (size_t i = 0; i < cnt; i++) {
-		/* a length sum that wraps size_t is no length at all */
-		if ((!iov[i].iov_base && iov[i].iov_len) || iov[i].iov_len > SIZE_MAX - len)
-			return -FI_EINVAL;
-		len += iov[i].iov_len;
-	}
+	if (!opx_iov_sum(iov, cnt, &len))
+		return -FI_EINVAL;
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
 	else if (src != FI_ADDR_UNSPEC && (src >= ep->av->count || !ep->av->table[src].valid))
@@ -447,7 +290,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		req->inflight--;
 		if (req->unlinked && !req->inflight) {
 			/* fully consumed by unexpected messages already reported */
-			opx_multi_release(ep, req);
+			opx_rx_multi_release(ep, req);
 			opx_req_put(ep, req);
 		}
 		return 0;

@@ -13,52 +13,6 @@
 
 #include "opx_ep.h"
 
-/* Internal op flag: an inject the peer cannot take eagerly went out by
- * rendezvous from a private copy, a struct opx_bounce that stands in as
- * the context; it is freed when the send completes, which reports the
- * caller's own context (fi_sendmsg with FI_INJECT still completes). */
-#define OPX_TXF_BOUNCE (1ULL << 42)
-
-struct opx_bounce {
-	void *context;
-	uint8_t data[];
-};
-
-void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
-{
-	uint64_t cflags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
-
-	if (__builtin_expect(flags & OPX_TXF_BOUNCE, 0)) {
-		struct opx_bounce *b = context;
-
-		context = b->context;
-		free(b);
-	}
-
-	if (err) {
-		if (ep->tx_cq)
-			opx_cq_report_err_locked(ep->tx_cq, context, cflags, len, NULL, 0, 0, 0, err,
-						 -err, FI_ADDR_NOTAVAIL);
-		opx_cntr_inc_err(ep->send_cntr);
-		return;
-	}
-	if (ep->tx_cq && !(flags & OPX_TX_NO_CQ) && (!ep->tx_selective || (flags & FI_COMPLETION)))
-		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
-	opx_cntr_inc(ep->send_cntr);
-}
-
-static inline void opx_gather(uint8_t *dst, const struct iovec *iov, size_t cnt, size_t len)
-{
-	if (cnt == 1) {
-		memcpy(dst, iov[0].iov_base, len);
-		return;
-	}
-	for (size_t i = 0; i < cnt; i++) {
-		memcpy(dst, iov[i].iov_base, iov[i].iov_len);
-		dst += iov[i].iov_len;
-	}
-}
-
 /* Largest message sent eagerly to peer: ours, lowered to what the
  * receiver advertises and to a quarter of its rings (the receiver drops
  * multi-packet messages above its advertised limit). */
@@ -104,7 +58,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		e = shim_pio_entry(peer, &r, 0);
 		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
 		if (len)
-			opx_gather(e->hdr.p.inl, iov, cnt, len);
+			opx_iov_gather(e->hdr.p.inl, iov, cnt, len);
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, NULL);
 		shim_pio_publish(peer, &r, 0, 0);
@@ -114,7 +68,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		rc = shim_pio_reserve(peer, 1, (uint32_t)len, &r);
 		if (rc)
 			return rc;
-		opx_gather(r.egr, iov, cnt, len);
+		opx_iov_gather(r.egr, iov, cnt, len);
 		e = shim_pio_entry(peer, &r, 0);
 		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
 		if (__builtin_expect(seal, 0))
@@ -129,7 +83,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 	rc = shim_pio_reserve(peer, npkts, (uint32_t)len, &r);
 	if (rc)
 		return rc;
-	opx_gather(r.egr, iov, cnt, len);
+	opx_iov_gather(r.egr, iov, cnt, len);
 	for (uint32_t i = 0; i < npkts; i++) {
 		size_t off = (size_t)i * mtu;
 		uint32_t plen = (uint32_t)(len - off < mtu ? len - off : mtu);
@@ -182,60 +136,12 @@ static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_
 		return rc;
 	}
 	memcpy(r.egr, &ep->addr, sizeof(ep->addr));
-	opx_gather(r.egr + sizeof(ep->addr), iov, cnt, len);
+	opx_iov_gather(r.egr + sizeof(ep->addr), iov, cnt, len);
 	e = shim_pio_entry(peer, &r, 0);
 	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER_DC, pflags,
 		     (uint32_t)(len + sizeof(struct shim_addr)), 0, tag, data);
 	opx_pw_set(&e->hdr, &(union opx_pw){.dc = {.cookie = cookie}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
-	return 0;
-}
-
-/* Receive side: deliver like an eager packet, then acknowledge once the
- * data is in a receive buffer (at once, or when an unexpected copy is
- * matched later: opx_ux_deliver / FI_DISCARD send the DONE then). */
-int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
-{
-	bool tagged = h->flags & OPX_PF_TAGGED;
-	struct shim_addr from;
-	struct opx_rx_req *req;
-	struct opx_ux *ux;
-	fi_addr_t src;
-	size_t len, cap, off;
-
-	if (h->paylen < sizeof(from)) {
-		opx_rx_drop(ep, "delivery-complete packet without a sender address");
-		return 0;
-	}
-	memcpy(&from, pay, sizeof(from));
-	if (from.lid != h->slid || from.ctx != h->sctx) {
-		opx_rx_drop(ep, "delivery-complete sender address does not match the header");
-		return 0;
-	}
-	pay += sizeof(from);
-	len = h->paylen - sizeof(from);
-	src = opx_ep_src(ep, h->slid, h->sctx);
-	req = opx_match_posted(ep, tagged, h->tag, src);
-	if (req) {
-		off = opx_req_claim(ep, req, len, &cap);
-		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
-		opx_rx_complete(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
-		opx_rndv_ack(ep, &from, src, opx_pw(h).dc.cookie);
-		return 0;
-	}
-	ux = opx_ux_get(ep, len);
-	if (!ux)
-		return -FI_EAGAIN;
-	ux->tag = h->tag;
-	ux->data = h->data;
-	ux->src = src;
-	ux->pflags = h->flags;
-	ux->rcvd = len;
-	memcpy(ux->buf, pay, len);
-	ux->ack = true;
-	ux->rts.src = from;
-	ux->cookie = opx_pw(h).dc.cookie;
-	opx_ux_queue(ep, tagged, ux);
 	return 0;
 }
 
@@ -253,14 +159,8 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		return -FI_EOPBADSTATE;
 	if (__builtin_expect(cnt > OPX_IOV_LIMIT || (cnt && !iov), 0))
 		return -FI_EINVAL;
-	for (size_t i = 0; i < cnt; i++) {
-		/* a length sum that wraps size_t is no length at all */
-		if (__builtin_expect((!iov[i].iov_base && iov[i].iov_len) ||
-					     iov[i].iov_len > SIZE_MAX - len,
-				     0))
-			return -FI_EINVAL;
-		len += iov[i].iov_len;
-	}
+	if (!opx_iov_sum(iov, cnt, &len))
+		return -FI_EINVAL;
 	if (__builtin_expect(len > opx_env.max_msg_size, 0))
 		return -FI_EMSGSIZE;
 	if ((flags & FI_INJECT) && len > opx_env.inject_size)
@@ -282,7 +182,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		if (!b)
 			return -FI_EAGAIN;
 		b->context = context;
-		opx_gather(b->data, iov, cnt, len);
+		opx_iov_gather(b->data, iov, cnt, len);
 		bounce.iov_len = len;
 		bounce.iov_base = b->data;
 		iov = &bounce;
@@ -350,6 +250,9 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 	ssize_t rc;
 
 	OPX_EP_LOCK(ep);
+	/* a peek answers from what arrived: let it arrive first */
+	if (__builtin_expect(flags & FI_PEEK, 0) && ep->enabled)
+		opx_ep_progress_locked(ep);
 	rc = opx_ep_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);
 	return rc;

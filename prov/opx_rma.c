@@ -174,27 +174,6 @@ static inline uint32_t opx_rma_cookie(const struct opx_rma_state *st, const stru
 }
 
 /* Gather len bytes at offset off of an iovec into dst. */
-static void opx_rma_gather(uint8_t *dst, const struct iovec *iov, size_t cnt, size_t off,
-			   size_t len)
-{
-	struct iovec s[OPX_IOV_LIMIT];
-	size_t n = opx_iov_slice(iov, cnt, off, len, s);
-
-	for (size_t i = 0; i < n; i++) {
-		memcpy(dst, s[i].iov_base, s[i].iov_len);
-		dst += s[i].iov_len;
-	}
-}
-
-static size_t opx_iov_total(const struct iovec *iov, size_t cnt)
-{
-	size_t len = 0;
-
-	for (size_t i = 0; i < cnt; i++)
-		len += iov[i].iov_len;
-	return len;
-}
-
 /* ---------------------------------------------------------------------
  * Initiator: completion.
  */
@@ -359,14 +338,14 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 		if (rc)
 			return rc == -EAGAIN ? -EAGAIN : rc;
 		if (op->type == OPX_RT_WRITE) {
-			opx_rma_gather(r.egr, op->iov, op->cnt, off, clen);
+			opx_iov_gather_at(r.egr, op->iov, op->cnt, off, clen);
 		} else if (op->type == OPX_RT_ATOMIC) {
 			if (op->op == FI_ATOMIC_READ || !op->cnt)
 				memset(r.egr, 0, clen);
 			else
-				opx_rma_gather(r.egr, op->iov, op->cnt, off, clen);
+				opx_iov_gather_at(r.egr, op->iov, op->cnt, off, clen);
 			if (op->kind == OPX_AK_COMPARE)
-				opx_rma_gather(r.egr + clen, op->cmp, op->cmp_cnt, off, clen);
+				opx_iov_gather_at(r.egr + clen, op->cmp, op->cmp_cnt, off, clen);
 		}
 		if (last && (op->flags & FI_REMOTE_CQ_DATA))
 			pflags |= OPX_PF_CQDATA;
@@ -410,7 +389,7 @@ static void opx_rma_push_queue(struct opx_ep *ep, struct opx_rma_state *st)
 /* ---------------------------------------------------------------------
  * Initiator: posting.
  */
-static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
+ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 {
 	struct opx_rma_state *st;
 	struct opx_rma_op *op;
@@ -462,16 +441,8 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 	st = opx_rma_state(ep);
 	if (!st)
 		return -FI_ENOMEM;
-	if ((a->flags & FI_FENCE) && st->busy_ops) {
-		opx_ep_progress_locked(ep);
-		if (st->busy_ops)
-			return -FI_EAGAIN;
-	}
-	if (!st->free) {
-		opx_ep_progress_locked(ep);
-		if (!st->free)
-			return -FI_EAGAIN;
-	}
+	if (((a->flags & FI_FENCE) && st->busy_ops) || !st->free)
+		return -FI_EAGAIN; /* opx_rma_post progresses and tries again */
 	chunk = peer->mtu < ep->rx->mtu ? peer->mtu : ep->rx->mtu;
 	if (a->type == OPX_RT_ATOMIC) {
 		/* Whole elements per chunk, with their compare values in the
@@ -541,7 +512,7 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 			opx_rma_op_put(st, op);
 			return -FI_ENOMEM;
 		}
-		opx_rma_gather(op->inj, a->iov, a->cnt, 0, len);
+		opx_iov_gather_at(op->inj, a->iov, a->cnt, 0, len);
 		op->iov[0] = (struct iovec){.iov_base = op->inj, .iov_len = len};
 		op->cnt = 1;
 	}
@@ -564,16 +535,6 @@ static ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args 
 	return 0;
 }
 
-ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a)
-{
-	ssize_t rc;
-
-	opx_lock_acquire(&ep->domain->lock);
-	rc = opx_rma_post_locked(ep, a);
-	opx_lock_release(&ep->domain->lock);
-	return rc;
-}
-
 /* ---------------------------------------------------------------------
  * Target: replies.
  */
@@ -592,9 +553,9 @@ static int opx_rma_reply_try(struct opx_ep *ep, struct shim_peer *peer, uint64_t
 	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_RESP, pflags, len, 0, tag, status);
 	if (inl) {
 		memset(e->hdr.p.inl, 0, sizeof(e->hdr.p.inl));
-		opx_rma_gather(e->hdr.p.inl, src, cnt, 0, len);
+		opx_iov_gather_at(e->hdr.p.inl, src, cnt, 0, len);
 	} else {
-		opx_rma_gather(r.egr, src, cnt, 0, len);
+		opx_iov_gather_at(r.egr, src, cnt, 0, len);
 	}
 	shim_pio_publish(peer, &r, 0, inl ? 0 : shim_rhf_egr(peer, &r, 0));
 	return 0;
@@ -620,7 +581,7 @@ static void opx_rma_reply_flags(struct opx_ep *ep, struct opx_rma_state *st,
 	q->status = status;
 	q->pflags = pflags;
 	q->len = len;
-	opx_rma_gather(q->data, src, cnt, 0, len);
+	opx_iov_gather_at(q->data, src, cnt, 0, len);
 	opx_list_insert_tail(&st->replies, &q->link);
 	ep->rma_busy = true;
 }
@@ -1078,122 +1039,3 @@ void opx_rma_progress(struct opx_ep *ep)
 	opx_rma_push_queue(ep, st);
 	opx_rma_update_busy(ep, st);
 }
-
-/* ---------------------------------------------------------------------
- * fi_ops_rma.
- */
-#define OPX_RMA_IOV1(buf, len) ((struct iovec){.iov_base = (void *)(buf), .iov_len = (len)})
-
-static ssize_t opx_rma_common(struct fid_ep *fep, enum opx_rma_type type, const struct iovec *iov,
-			      size_t cnt, fi_addr_t dest, uint64_t addr, uint64_t key,
-			      uint64_t data, void *context, uint64_t flags)
-{
-	struct opx_rma_args a = {0};
-
-	a.type = type;
-	a.iov = iov;
-	a.cnt = cnt;
-	a.dest = dest;
-	a.addr = addr;
-	a.key = key;
-	a.data = data;
-	a.context = context;
-	a.flags = flags;
-	return opx_rma_post(opx_ep_of(fep), &a);
-}
-
-static ssize_t opx_rma_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-			    uint64_t addr, uint64_t key, void *context)
-{
-	struct iovec v = OPX_RMA_IOV1(buf, len);
-	(void)desc;
-	return opx_rma_common(ep, OPX_RT_READ, &v, 1, src, addr, key, 0, context,
-			      opx_ep_of(ep)->tx_op_flags);
-}
-
-static ssize_t opx_rma_readv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			     fi_addr_t src, uint64_t addr, uint64_t key, void *context)
-{
-	(void)desc;
-	return opx_rma_common(ep, OPX_RT_READ, iov, count, src, addr, key, 0, context,
-			      opx_ep_of(ep)->tx_op_flags);
-}
-
-static ssize_t opx_rma_msg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags,
-			   enum opx_rma_type type)
-{
-	if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov)
-		return -FI_EINVAL;
-	if (opx_iov_total(msg->msg_iov, msg->iov_count > OPX_IOV_LIMIT ? 0 : msg->iov_count) !=
-	    msg->rma_iov[0].len)
-		return -FI_EINVAL;
-	return opx_rma_common(ep, type, msg->msg_iov, msg->iov_count, msg->addr,
-			      msg->rma_iov[0].addr, msg->rma_iov[0].key, msg->data, msg->context,
-			      flags);
-}
-
-static ssize_t opx_rma_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
-{
-	return opx_rma_msg(ep, msg, flags, OPX_RT_READ);
-}
-
-static ssize_t opx_rma_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint64_t flags)
-{
-	return opx_rma_msg(ep, msg, flags, OPX_RT_WRITE);
-}
-
-static ssize_t opx_rma_write(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			     fi_addr_t dest, uint64_t addr, uint64_t key, void *context)
-{
-	struct iovec v = OPX_RMA_IOV1(buf, len);
-	(void)desc;
-	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, 0, context,
-			      opx_ep_of(ep)->tx_op_flags);
-}
-
-static ssize_t opx_rma_writev(struct fid_ep *ep, const struct iovec *iov, void **desc,
-			      size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
-			      void *context)
-{
-	(void)desc;
-	return opx_rma_common(ep, OPX_RT_WRITE, iov, count, dest, addr, key, 0, context,
-			      opx_ep_of(ep)->tx_op_flags);
-}
-
-static ssize_t opx_rma_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-			      uint64_t addr, uint64_t key)
-{
-	struct iovec v = OPX_RMA_IOV1(buf, len);
-	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, 0, NULL, FI_INJECT);
-}
-
-static ssize_t opx_rma_writedata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-				 uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
-				 void *context)
-{
-	struct iovec v = OPX_RMA_IOV1(buf, len);
-	(void)desc;
-	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, data, context,
-			      opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA);
-}
-
-static ssize_t opx_rma_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-				  fi_addr_t dest, uint64_t addr, uint64_t key)
-{
-	struct iovec v = OPX_RMA_IOV1(buf, len);
-	return opx_rma_common(ep, OPX_RT_WRITE, &v, 1, dest, addr, key, data, NULL,
-			      FI_INJECT | FI_REMOTE_CQ_DATA);
-}
-
-struct fi_ops_rma opx_ops_rma = {
-	.size = sizeof(struct fi_ops_rma),
-	.read = opx_rma_read,
-	.readv = opx_rma_readv,
-	.readmsg = opx_rma_readmsg,
-	.write = opx_rma_write,
-	.writev = opx_rma_writev,
-	.writemsg = opx_rma_writemsg,
-	.inject = opx_rma_inject,
-	.writedata = opx_rma_writedata,
-	.injectdata = opx_rma_injectdata,
-};

@@ -1067,8 +1067,6 @@ int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const 
 		return opx_rx_cts(ep, &e->hdr, pay);
 	case OPX_OP_DATA:
 		return opx_rx_data(ep, e);
-	case OPX_OP_EAGER_DC:
-		return opx_rx_eager_dc(ep, &e->hdr, pay);
 	default:
 		opx_rx_drop(ep, "unknown rendezvous opcode");
 		return 0;

@@ -27,74 +27,7 @@
 #include "opx_ep.h"
 #include "opx_rma.h"
 
-#define OPX_PROGRESS_BATCH 64
-
 typedef int (*opx_rx_handler)(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
-
-static const char *const opx_drop_names[OPX_DROP_MAX] = {
-	[OPX_DROP_RHF_ERR] = "receive header error bits",
-	[OPX_DROP_OPCODE] = "unknown opcode",
-	[OPX_DROP_JKEY] = "wrong job key",
-	[OPX_DROP_DEST] = "wrong destination",
-	[OPX_DROP_FLAGS] = "unknown flags",
-	[OPX_DROP_PAYLEN] = "payload longer than the MTU",
-	[OPX_DROP_PAYLOAD] = "payload outside the eager ring",
-	[OPX_DROP_CSUM] = "checksum missing or wrong",
-	[OPX_DROP_MP_LEN] = "bad multi-packet length",
-	[OPX_DROP_MP_BOUND] = "multi-packet message above our eager limit",
-	[OPX_DROP_MP_SEQ] = "multi-packet continuation out of sequence",
-	[OPX_DROP_RTS] = "bad rendezvous request",
-	[OPX_DROP_RNDV] = "bad rendezvous control or data packet",
-};
-
-const char *opx_drop_name(enum opx_drop_reason reason)
-{
-	return (unsigned)reason < OPX_DROP_MAX ? opx_drop_names[reason] : "unknown reason";
-}
-
-uint64_t opx_ep_drops(const struct opx_ep *ep, enum opx_drop_reason reason)
-{
-	uint64_t n = 0;
-
-	if ((unsigned)reason < OPX_DROP_MAX)
-		return ep->drops[reason];
-	for (int i = 0; i < OPX_DROP_MAX; i++)
-		n += ep->drops[i];
-	return n;
-}
-
-static __attribute__((noinline, cold)) void opx_rx_drop_log(struct opx_ep *ep,
-							    enum opx_drop_reason reason,
-							    const char *detail)
-{
-	if (ep->drops_logged & (1u << reason))
-		return;
-	ep->drops_logged |= 1u << reason;
-	OPX_WARN(FI_LOG_EP_DATA,
-		 "endpoint lid %u ctx %u dropped a packet: %s%s%s (first of this reason; "
-		 "later ones are only counted)\n",
-		 ep->addr.lid, ep->addr.ctx, opx_drop_name(reason), detail ? ": " : "",
-		 detail ? detail : "");
-}
-
-static void opx_rx_drop_count(struct opx_ep *ep, enum opx_drop_reason reason, const char *detail)
-{
-	ep->rx_dropped++;
-	ep->drops[reason]++;
-	atomic_fetch_add_explicit(&ep->rx->ctl->rx_dropped, 1, memory_order_relaxed);
-	if (__builtin_expect(!(ep->drops_logged & (1u << reason)), 0))
-		opx_rx_drop_log(ep, reason, detail);
-}
-
-void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason)
-{
-	opx_rx_drop_count(ep, reason, NULL);
-}
-
-void opx_rx_drop(struct opx_ep *ep, const char *why)
-{
-	opx_rx_drop_count(ep, OPX_DROP_RNDV, why);
-}
 
 void opx_rx_advertise(struct opx_ep *ep)
 {
@@ -331,6 +264,54 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	return 0;
 }
 
+/* Receive side: deliver like an eager packet, then acknowledge once the
+ * data is in a receive buffer (at once, or when an unexpected copy is
+ * matched later: opx_ux_deliver / FI_DISCARD send the DONE then). */
+static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+{
+	bool tagged = h->flags & OPX_PF_TAGGED;
+	struct shim_addr from;
+	struct opx_rx_req *req;
+	struct opx_ux *ux;
+	fi_addr_t src;
+	size_t len, cap, off;
+
+	if (h->paylen < sizeof(from)) {
+		opx_rx_drop(ep, "delivery-complete packet without a sender address");
+		return 0;
+	}
+	memcpy(&from, pay, sizeof(from));
+	if (from.lid != h->slid || from.ctx != h->sctx) {
+		opx_rx_drop(ep, "delivery-complete sender address does not match the header");
+		return 0;
+	}
+	pay += sizeof(from);
+	len = h->paylen - sizeof(from);
+	src = opx_ep_src(ep, h->slid, h->sctx);
+	req = opx_match_posted(ep, tagged, h->tag, src);
+	if (req) {
+		off = opx_req_claim(ep, req, len, &cap);
+		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
+		opx_rx_complete(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
+		opx_rndv_ack(ep, &from, src, opx_pw(h).dc.cookie);
+		return 0;
+	}
+	ux = opx_ux_get(ep, len);
+	if (!ux)
+		return -FI_EAGAIN;
+	ux->tag = h->tag;
+	ux->data = h->data;
+	ux->src = src;
+	ux->pflags = h->flags;
+	ux->rcvd = len;
+	memcpy(ux->buf, pay, len);
+	ux->ack = true;
+	ux->rts.src = from;
+	ux->cookie = opx_pw(h).dc.cookie;
+	opx_ux_queue(ep, tagged, ux);
+	return 0;
+}
+
 static const opx_rx_handler opx_rx_table[OPX_OP_MAX] = {
 	[OPX_OP_EAGER] = opx_rx_eager,	  [OPX_OP_MP_FIRST] = opx_rx_mp_first,
 	[OPX_OP_MP_NEXT] = opx_rx_mp_next, [OPX_OP_RTS] = opx_rx_rts,
@@ -430,55 +411,28 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	}
 	if (h->opcode >= OPX_OP_RMA_WRITE)
 		return opx_rma_rx_packet(ep, h, pay);
-	if (h->opcode >= OPX_OP_DONE) {
-		int rc = opx_rndv_rx_packet(ep, e, pay);
+	if (h->opcode == OPX_OP_EAGER_DC) {
+		int rc = opx_rx_eager_dc(ep, h, pay);
 
 		/* a delivery-complete eager message: sender address + data */
-		if (!rc && h->opcode == OPX_OP_EAGER_DC && h->paylen >= sizeof(struct shim_addr))
+		if (!rc && h->paylen >= sizeof(struct shim_addr))
 			opx_stats_rx(ep, OPX_PROTO_EAGER, h->paylen - sizeof(struct shim_addr));
 		return rc;
 	}
+	if (h->opcode >= OPX_OP_DONE)
+		return opx_rndv_rx_packet(ep, e, pay);
 	return opx_rx_first_packet(ep, h, pay);
 }
 
-/* A packet completes at most this many operations on each CQ. */
-#define OPX_CQ_PER_PACKET 2
-
-/* How many packets this progress call may consume: as many as the CQs
- * have room for.  A packet left queued returns no credits, so a full CQ
- * that cannot grow pushes back on the senders instead of losing
- * completions. */
-static inline int opx_rx_budget(struct opx_ep *ep)
-{
-	const size_t want = OPX_PROGRESS_BATCH * OPX_CQ_PER_PACKET;
-	size_t room = want;
-
-	if (ep->rx_cq && opx_cq_free_locked(ep->rx_cq) < want &&
-	    !opx_cq_room_locked(ep->rx_cq, want))
-		room = opx_cq_free_locked(ep->rx_cq);
-	if (ep->tx_cq && opx_cq_free_locked(ep->tx_cq) < want &&
-	    !opx_cq_room_locked(ep->tx_cq, want) && opx_cq_free_locked(ep->tx_cq) < room)
-		room = opx_cq_free_locked(ep->tx_cq);
-	return (int)(room / OPX_CQ_PER_PACKET);
-}
-
-void opx_ep_progress_locked(struct opx_ep *ep)
+/* Take up to budget packets off the receive queue, each validated and
+ * dispatched, its credits returned once it is absorbed.  Returns how many
+ * were taken; stops early at an empty queue or a packet that must stay
+ * queued (-FI_EAGAIN from its handler). */
+int opx_rx_drain(struct opx_ep *ep, int budget)
 {
 	struct shim_rx *rx = ep->rx;
-	int n, budget;
+	int n;
 
-	if (!ep->enabled)
-		return;
-	/* the udp socket: every time once there are udp flows, else now and
-	 * then for a first contact (a system call is not free) */
-	if (__builtin_expect(ep->udp, 0) &&
-	    (ep->rel.flows || !(ep->rel.polls++ & OPX_REL_IDLE_POLL_MASK)))
-		opx_rel_progress(ep);
-	budget = opx_rx_budget(ep);
-	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
-		opx_rndv_progress(ep);
-	if (__builtin_expect(ep->rma_busy, 0))
-		opx_rma_progress(ep);
 	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		struct shim_rhq_entry copy;
@@ -493,20 +447,5 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 			break;
 		shim_rx_release(rx, &copy);
 	}
-	/* Idle polling must not starve other ranks sharing a core. */
-	if (n) {
-		ep->idle = 0;
-		return;
-	}
-	/* A dead sender's hole is looked for every 64 empty polls (cheap: a
-	 * load of our own head entry and a clock read; the senders' tail only
-	 * after 20 ms standing still), so blocking waits, which progress once
-	 * per sleep slice, also get past one. */
-	if ((++ep->idle & 63) == 0 && shim_rx_recover(ep->shim) > 0)
-		return; /* filled: poll again */
-	if (ep->idle >= (uint32_t)opx_env.spin_count) {
-		ep->idle = 0;
-		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */
-		sched_yield();
-	}
+	return n;
 }
