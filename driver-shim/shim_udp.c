@@ -580,18 +580,14 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 		return 0;
 	if (max > (int)SHIM_UDP_BATCH)
 		max = (int)SHIM_UDP_BATCH;
-	for (int i = 0; i < max; i++) {
-		u->iovs[i].iov_base = u->rbuf + (size_t)i * u->rbuf_sz;
-		u->iovs[i].iov_len = u->rbuf_sz;
-		memset(&u->msgs[i].msg_hdr, 0, sizeof(u->msgs[i].msg_hdr));
-		u->msgs[i].msg_hdr.msg_iov = &u->iovs[i];
-		u->msgs[i].msg_hdr.msg_iovlen = 1;
-		u->msgs[i].msg_hdr.msg_name = &u->from[i];
+	/* the kernel wrote only the address lengths of what it filled last
+	 * time (the rest was set up at open): an empty poll costs no setup */
+	for (int i = 0; i < u->rx_filled; i++)
 		u->msgs[i].msg_hdr.msg_namelen = sizeof(u->from[i]);
-	}
 	if (u->wd_running)
 		atomic_store_explicit(&u->app_ns, shim_udp_now(), memory_order_relaxed);
 	n = recvmmsg(u->fd, u->msgs, (unsigned int)max, MSG_DONTWAIT, NULL);
+	u->rx_filled = n > 0 ? n : 0;
 	for (int i = 0; i < n; i++) {
 		struct shim_udp_pkt *pkt = &pkts[got];
 		struct shim_udp_link *l;
@@ -775,6 +771,15 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 		     dev->params.fault.corrupt) != 0;
 	u->rbuf_sz = sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr) + ctx->rx.mtu + 64;
 	u->rbuf = malloc(u->rbuf_sz * SHIM_UDP_BATCH);
+	for (uint32_t i = 0; u->rbuf && i < SHIM_UDP_BATCH; i++) {
+		u->iovs[i].iov_base = u->rbuf + (size_t)i * u->rbuf_sz;
+		u->iovs[i].iov_len = u->rbuf_sz;
+		memset(&u->msgs[i].msg_hdr, 0, sizeof(u->msgs[i].msg_hdr));
+		u->msgs[i].msg_hdr.msg_iov = &u->iovs[i];
+		u->msgs[i].msg_hdr.msg_iovlen = 1;
+		u->msgs[i].msg_hdr.msg_name = &u->from[i];
+		u->msgs[i].msg_hdr.msg_namelen = sizeof(u->from[i]);
+	}
 	u->scratch = malloc(u->rbuf_sz);
 	u->held = malloc(u->rbuf_sz);
 	u->tx = malloc(sizeof(*u->tx)); /* NULL: datagram by datagram */

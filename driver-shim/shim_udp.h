@@ -95,6 +95,7 @@ struct shim_udp {
 	struct mmsghdr msgs[SHIM_UDP_BATCH];
 	struct iovec iovs[SHIM_UDP_BATCH];
 	struct sockaddr_in from[SHIM_UDP_BATCH];
+	int rx_filled;              /* msgs[] entries the last recvmmsg filled */
 	struct shim_udp_stats st;
 	/* The watchdog (see shim_udp_watchdog): a thread started with the
 	 * first flow.  lock orders it against the send-ring release, link

@@ -39,7 +39,8 @@
  *   DATA, beyond   beyond_window++, dropped: replay brings it back
  *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m
  *   ACK            nothing more
- * Then opx_rel_timers, per flow: drain the stash (ring-full retry, whole
+ * Then, at most every OPX_REL_TICK_NS (they walk every flow), opx_rel_timers,
+ * per flow: drain the stash (ring-full retry, whole
  * multi-packet messages); clear ack_due_ns once a datagram carried
  * udp_ack == expected; a standalone ACK (opx_rel_ack) on ack_force, at
  * OPX_REL_ACK_EVERY packets unacknowledged or OPX_REL_ACK_NS after
@@ -92,6 +93,7 @@
 #define OPX_REL_STASH 512u         /* out-of-order packets kept per flow */
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
 #define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
+#define OPX_REL_TICK_NS 5000ull    /* timers (acks, nacks, replays) at most this often */
 #define OPX_REL_NACK_NS 200000ull  /* a hole is NACKed again after this */
 #define OPX_REL_RTO_NS 1000000ull  /* smallest retransmission timeout */
 #define OPX_REL_RTO_MAX_NS 64000000ull
@@ -507,8 +509,12 @@ void opx_rel_progress(struct opx_ep *ep)
 		}
 	}
 	ep->rel.flows = shim_udp_next(ep->shim, NULL) != NULL;
-	if (ep->rel.flows)
+	/* the timers walk every flow: not on every poll, or a job with many
+	 * remote peers pays for all of them on each one */
+	if (ep->rel.flows && now - ep->rel.timers_ns >= OPX_REL_TICK_NS) {
+		ep->rel.timers_ns = now;
 		opx_rel_timers(ep, now);
+	}
 	shim_udp_flush(ep->shim);
 }
 
