@@ -137,6 +137,9 @@ static void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce)
 	p->egr_credit_head = (uint32_t)(tail >> 32);
 	p->udp_ack = 0;
 	p->udp_epoch++;
+	/* the new life tells its datagram size again */
+	p->mtu = l->udp->mtu < SHIM_UDP_SAFE_MTU ? l->udp->mtu : SHIM_UDP_SAFE_MTU;
+	p->ctl->mtu = p->mtu;
 	atomic_store_explicit(&l->rx_ns, shim_udp_now(), memory_order_relaxed);
 	pthread_mutex_unlock(&l->udp->lock);
 }
@@ -354,7 +357,8 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	ctl->abi_version = SHIM_ABI_VERSION;
 	ctl->hdrq_cnt = SHIM_UDP_RING_CNT;
 	ctl->egr_blocks = u->ring_bytes / SHIM_BLOCK;
-	ctl->mtu = u->mtu;
+	/* until the peer tells its own (shim_udp_source) */
+	ctl->mtu = u->mtu < SHIM_UDP_SAFE_MTU ? u->mtu : SHIM_UDP_SAFE_MTU;
 	ctl->hdrq_off = ctl_sz;
 	ctl->egr_off = ctl_sz + hdrq_sz;
 	ctl->seg_size = l->mem_len;
@@ -372,7 +376,7 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	p->egr_blocks = ctl->egr_blocks;
 	p->hdrq_mask = ctl->hdrq_cnt - 1;
 	p->egr_mask = ctl->egr_blocks - 1;
-	p->mtu = u->mtu;
+	p->mtu = ctl->mtu;
 	p->jkey = ctl->jkey;
 	p->map_len = l->mem_len;
 	p->wire = SHIM_WIRE_UDP;
@@ -531,6 +535,22 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 	return true;
 }
 
+/* The largest payload the peer says it can receive: the link grows to it
+ * (never beyond our own).  It only grows: packets staged at the smaller
+ * size stay valid, which a shrink would not give. */
+static void shim_udp_link_mtu(struct shim_udp_link *l, uint16_t blocks)
+{
+	struct shim_peer *p = &l->pp.pub;
+	uint32_t m = (uint32_t)blocks * SHIM_BLOCK;
+
+	if (m > l->udp->mtu)
+		m = l->udp->mtu;
+	if (m > p->mtu) {
+		p->mtu = m;
+		p->ctl->mtu = m;
+	}
+}
+
 /* The flow of a validated datagram's source: found, learned, restarted
  * or created.  NULL: drop (a previous life's straggler, no memory). */
 static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct sockaddr_in *from,
@@ -556,6 +576,7 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 			l->remote_nonce = uh->src_nonce;
 	}
 	atomic_store_explicit(&l->rx_ns, shim_udp_now(), memory_order_relaxed);
+	shim_udp_link_mtu(l, uh->src_mtu);
 	if (l->learned.nonce != uh->src_nonce || !l->learned.lid) {
 		l->learned.host_id = uh->src_host;
 		l->learned.ipv4 = from->sin_addr.s_addr;

@@ -138,6 +138,7 @@ static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
 	uh->src_lid = ctx->rx.lid;
 	uh->src_ctx = ctx->rx.ctx;
 	uh->src_unit = ctx->rx.unit;
+	uh->src_mtu = (uint16_t)(l->udp->mtu / SHIM_BLOCK);
 }
 
 /* The datagram of the staged packet at ring position pos: its header

@@ -462,7 +462,7 @@ bool shim_host_has_ipv4(uint32_t ipv4);
  * of its send ring relative to the flow's start (psn 0 = first packet).
  */
 #define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
-#define SHIM_UDP_VERSION 2u
+#define SHIM_UDP_VERSION 3u
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
@@ -484,12 +484,18 @@ struct shim_udp_hdr {
 	uint16_t src_lid;
 	uint16_t src_ctx;
 	uint16_t src_unit;
-	uint16_t rsvd;
+	uint16_t src_mtu;   /* payload bytes / SHIM_BLOCK the sender can receive
+			     * in one datagram (its path MTU): a link sends at
+			     * most min(ours, theirs), SHIM_UDP_SAFE_MTU until it
+			     * heard the peer */
 };
 static_assert(sizeof(struct shim_udp_hdr) == 48, "udp header layout");
 
 /* Payload bytes per udp packet for an interface MTU. */
 #define SHIM_UDP_OVERHEAD (28u + sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
+/* Payload bytes a 1500-byte path carries: what a link sends before it
+ * knows how large a datagram the peer can take (hosts may differ). */
+#define SHIM_UDP_SAFE_MTU ((1500u - (uint32_t)SHIM_UDP_OVERHEAD) & ~(SHIM_BLOCK - 1u))
 
 /* A received, validated datagram.  pay points into the shim's receive
  * buffers and is valid until the next shim_udp_recv() on the context. */

@@ -34,6 +34,7 @@
 #include <cmocka.h>
 
 #include "../../driver-shim/shim_internal.h"
+#include "../../driver-shim/shim_udp.h"
 
 #define T_JKEY 0x5a5a
 #define T_NPKT 200
@@ -212,6 +213,36 @@ static void test_udp_exchange(void **state)
 	assert_int_equal(shim_udp_peer_addr(pkts[0].peer, &learned), 0);
 	assert_int_equal(learned.lid, shim_ctx_rx(t.a)->lid);
 	assert_int_equal(learned.ctx, shim_ctx_rx(t.a)->ctx);
+	t_pair_close(&t);
+}
+
+/* A link sends datagrams a 1500-byte path carries until the peer tells
+ * how large a one it takes (every datagram says), then min(ours, its). */
+static void test_udp_mtu_learned(void **state)
+{
+	struct shim_udp_pkt pkts[16];
+	struct t_pair t;
+	uint32_t ours;
+	int got = 0;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	ours = t.a->udp->mtu;
+	assert_true(ours > SHIM_UDP_SAFE_MTU); /* loopback: 64 KiB frames */
+	assert_int_equal(t.to_b->mtu, SHIM_UDP_SAFE_MTU);
+	assert_int_equal(t_send(t.to_b, 0), 0);
+	for (double end = t_now() + 5.0; !got && t_now() < end;)
+		got = shim_udp_recv(t.b, pkts, 16);
+	assert_int_equal(got, 1);
+	/* b heard a: its link back may use a's size (capped by its own) */
+	assert_int_equal(pkts[0].peer->mtu, t.b->udp->mtu < ours ? t.b->udp->mtu : ours);
+	/* a hears b's ack: the link to b grows; nothing shrinks it after */
+	assert_int_equal(shim_udp_send_ctl(pkts[0].peer, SHIM_UDP_ACK, 0, 0), 0);
+	got = 0;
+	for (double end = t_now() + 5.0; !got && t_now() < end;)
+		got = shim_udp_recv(t.a, pkts, 16);
+	assert_int_equal(got, 1);
+	assert_int_equal(t.to_b->mtu, t.b->udp->mtu < ours ? t.b->udp->mtu : ours);
 	t_pair_close(&t);
 }
 
@@ -469,6 +500,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
+		cmocka_unit_test(test_udp_mtu_learned),
 		cmocka_unit_test(test_udp_no_cma),
 		cmocka_unit_test(test_udp_unload),
 		cmocka_unit_test(test_udp_fuzz),
