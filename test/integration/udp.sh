@@ -11,7 +11,8 @@
 #     telemetry counting the retransmissions.
 #  2. Two hosts (network namespaces from scripts/hosts.sh, jumbo frames):
 #     fi_pingpong across them (up to 64 MiB), again with 1 % of UDP
-#     dropped by the kernel (nftables) and over a 1500-byte path; then the
+#     dropped by the kernel (nftables), over a 1500-byte path and between a
+#     9000-byte and a 1500-byte host; then the
 #     project's MPI programs across 2 hosts (1 rank each: udp) and 2 x 2
 #     ranks (shm and udp peers in one job), and across 4 hosts (1 and 2
 #     ranks per host), MPI one-sided (mpi_osc: osc rdma over btl ofi on
@@ -192,6 +193,19 @@ if hosts_up 2 HOSTS_MTU=1500; then
 	cleanup
 else
 	result "create 2 hosts with a 1500-byte path" 1
+fi
+# hosts that disagree: opxu1 takes 9000-byte frames, opxu2 only 1500
+# (its interface drops larger ones): each link must send what the other
+# end takes
+if hosts_up 2; then
+	if bash "$hosts" run ${prefix}2 ip link set eth0 mtu 1500; then
+		pp_hosts "2 hosts, MTU 9000 and 1500" 1 1344 1345 8193 65536 1048576
+	else
+		result "set one host's MTU to 1500" 1
+	fi
+	cleanup
+else
+	result "create 2 hosts (MTU 9000 and 1500)" 1
 fi
 if [ $have_mpi = 0 ]; then
 	echo "SKIP: MPI across 4 hosts (no mpirun/mpicc)"
