@@ -185,42 +185,40 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 	if (!app || now - app < SHIM_UDP_WD_IDLE_NS)
 		return;
 	pthread_mutex_lock(&u->lock);
-	for (uint32_t h = 0; h < SHIM_UDP_HASH; h++) {
-		for (struct shim_udp_link *l = u->hash[h]; l; l = l->next) {
-			struct shim_peer *p = &l->pp.pub;
-			uint32_t head = atomic_load_explicit(&p->ctl->hdr_head, memory_order_acquire);
-			uint32_t sent = __atomic_load_n(&l->sent, __ATOMIC_ACQUIRE);
+	for (struct shim_udp_link *l = u->links; l; l = l->all_next) {
+		struct shim_peer *p = &l->pp.pub;
+		uint32_t head = atomic_load_explicit(&p->ctl->hdr_head, memory_order_acquire);
+		uint32_t sent = __atomic_load_n(&l->sent, __ATOMIC_ACQUIRE);
 
-			if (l->dead || !l->udp)
-				continue;
-			/* an ack repeated for a peer resending, or a keepalive:
-			 * this process lives even while it does not progress */
-			if ((unread && p->udp_ack) ||
-			    now - atomic_load_explicit(&l->tx_ns, memory_order_relaxed) >
-				    SHIM_UDP_KEEPALIVE_NS)
-				shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);
-			if (head == sent || head != l->wd_acked) {
-				l->wd_acked = head;
-				l->wd_next = head;
-				l->wd_ns = now;
-				l->wd_rto_ns = SHIM_UDP_WD_RTO_NS;
-				continue;
-			}
-			if (now - l->wd_ns < l->wd_rto_ns)
-				continue;
-			/* The acks that would say what arrived wait unread in
-			 * the socket: go round everything unacknowledged, a
-			 * burst per tick, then wait a doubled timeout. */
-			if ((uint32_t)(l->wd_next - head) >= (uint32_t)(sent - head))
-				l->wd_next = head;
-			for (uint32_t n = 0; l->wd_next != sent && n < SHIM_UDP_WD_BURST; n++)
-				shim_udp_xmit(l, l->wd_next++);
-			if (l->wd_next == sent) {
-				l->wd_next = head;
-				l->wd_ns = now;
-				if (l->wd_rto_ns < SHIM_UDP_WD_RTO_MAX_NS)
-					l->wd_rto_ns *= 2;
-			}
+		if (l->dead || !l->udp)
+			continue;
+		/* an ack repeated for a peer resending, or a keepalive:
+		 * this process lives even while it does not progress */
+		if ((unread && p->udp_ack) ||
+		    now - atomic_load_explicit(&l->tx_ns, memory_order_relaxed) >
+			    SHIM_UDP_KEEPALIVE_NS)
+			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);
+		if (head == sent || head != l->wd_acked) {
+			l->wd_acked = head;
+			l->wd_next = head;
+			l->wd_ns = now;
+			l->wd_rto_ns = SHIM_UDP_WD_RTO_NS;
+			continue;
+		}
+		if (now - l->wd_ns < l->wd_rto_ns)
+			continue;
+		/* The acks that would say what arrived wait unread in
+		 * the socket: go round everything unacknowledged, a
+		 * burst per tick, then wait a doubled timeout. */
+		if ((uint32_t)(l->wd_next - head) >= (uint32_t)(sent - head))
+			l->wd_next = head;
+		for (uint32_t n = 0; l->wd_next != sent && n < SHIM_UDP_WD_BURST; n++)
+			shim_udp_xmit(l, l->wd_next++);
+		if (l->wd_next == sent) {
+			l->wd_next = head;
+			l->wd_ns = now;
+			if (l->wd_rto_ns < SHIM_UDP_WD_RTO_MAX_NS)
+				l->wd_rto_ns *= 2;
 		}
 	}
 	pthread_mutex_unlock(&u->lock);
@@ -394,6 +392,8 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	pthread_mutex_lock(&u->lock);
 	l->next = u->hash[h];
 	u->hash[h] = l;
+	l->all_next = u->links;
+	u->links = l;
 	pthread_mutex_unlock(&u->lock);
 	shim_udp_watchdog_start(u);
 	return l;
@@ -450,21 +450,12 @@ int shim_udp_peer_open(struct shim_dev *dev, struct shim_ctx *home, const struct
 struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev)
 {
 	struct shim_udp *u = ctx ? ctx->udp : NULL;
-	uint32_t h = 0;
+	struct shim_udp_link *l;
 
 	if (!u)
 		return NULL;
-	if (prev) {
-		struct shim_udp_link *l = ((struct shim_peer_priv *)prev)->link;
-
-		if (l->next)
-			return &l->next->pp.pub;
-		h = shim_udp_hash(l->to.sin_addr.s_addr, l->to.sin_port) + 1;
-	}
-	for (; h < SHIM_UDP_HASH; h++)
-		if (u->hash[h])
-			return &u->hash[h]->pp.pub;
-	return NULL;
+	l = prev ? ((struct shim_peer_priv *)prev)->link->all_next : u->links;
+	return l ? &l->pp.pub : NULL;
 }
 
 /* ---------------------------------------------------------------------

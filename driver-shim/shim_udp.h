@@ -54,6 +54,7 @@ struct shim_udp_link {
 	struct shim_peer_priv pp;   /* first: what the provider holds */
 	struct shim_udp *udp;       /* home wire; NULL once the context closed */
 	struct shim_udp_link *next; /* hash chain */
+	struct shim_udp_link *all_next; /* every link of the context (shim_udp_next) */
 	struct sockaddr_in to;
 	uint32_t remote_nonce;      /* 0 until known */
 	uint32_t old_nonce;         /* the previous life's: its stragglers are dropped */
@@ -80,6 +81,7 @@ struct shim_udp {
 	uint16_t port;              /* network order */
 	uint32_t mtu;               /* payload bytes per datagram */
 	struct shim_udp_link *hash[SHIM_UDP_HASH];
+	struct shim_udp_link *links; /* all of them, newest first; only the owner adds */
 	struct shim_peer *self;     /* producer handle on our own ring */
 	uint64_t rng;               /* fault injection */
 	uint8_t *held;              /* reorder: one datagram held back */
