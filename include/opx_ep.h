@@ -173,7 +173,7 @@ struct opx_mp_state {
 };
 
 /* Anonymous peers: senders not in our AV we must answer (DONE). */
-#define OPX_ANON_PEERS 16
+#define OPX_ANON_PEERS 128
 
 #define OPX_RNDV_SLOTS 1024
 
@@ -238,8 +238,7 @@ struct opx_ep {
 	uint16_t last_sctx;
 	fi_addr_t last_src;
 	const struct opx_av *last_av;
-	struct shim_peer *anon[OPX_ANON_PEERS];
-	size_t anon_next;
+	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_reply_peer's cache */
 
 	/* one-sided (opx_rma.c) */
 	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */

@@ -252,24 +252,31 @@ static void opx_ctl_retry(struct opx_ep *ep)
 	}
 }
 
+/* Senders not in the AV are answered through a cache of peers, one slot
+ * per (lid, ctx): the contexts of one host are numbered from 0, so up to
+ * OPX_ANON_PEERS of them never share a slot (a one-sided target of Open
+ * MPI's osc rdma hears from every rank of the job this way). */
+static size_t opx_anon_slot(uint16_t lid, uint16_t ctx)
+{
+	return ((size_t)ctx + (size_t)lid * 37u) % OPX_ANON_PEERS;
+}
+
 /* The peer to answer a sender: its AV entry, or an anonymous mapping when
  * the sender is not in our AV (FI_SOURCE-less receives still work). */
 struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src)
 {
+	size_t slot = opx_anon_slot(to->lid, to->ctx);
 	struct shim_peer *p = NULL;
 
 	if (src != FI_ADDR_NOTAVAIL && !opx_src_is_anon(src) &&
 	    !opx_av_peer_locked(ep->av, src, &p) && p->addr.nonce == to->nonce)
 		return p;
-	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
-		p = ep->anon[i];
-		if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx &&
-		    p->addr.nonce == to->nonce && p->addr.host_id == to->host_id)
-			return p;
-	}
+	p = ep->anon[slot];
+	if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx && p->addr.nonce == to->nonce &&
+	    p->addr.host_id == to->host_id)
+		return p;
 	if (shim_peer_open_via(ep->domain->fabric->dev, ep->shim, to, &p))
 		return NULL;
-	size_t slot = ep->anon_next++ % OPX_ANON_PEERS;
 	if (ep->anon[slot])
 		shim_peer_close(ep->anon[slot]);
 	ep->anon[slot] = p;
@@ -290,11 +297,9 @@ struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, 
 	if (!opx_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
 	    !opx_av_peer_locked(ep->av, src, &p))
 		return p;
-	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
-		p = ep->anon[i];
-		if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))
-			return p;
-	}
+	p = ep->anon[opx_anon_slot(slid, sctx)];
+	if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))
+		return p;
 	for (p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p))
 		if (!shim_udp_peer_addr(p, &a) && a.lid == slid && a.ctx == sctx)
 			return opx_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
