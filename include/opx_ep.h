@@ -63,7 +63,7 @@ enum opx_drop_reason {
 	OPX_DROP_MP_BOUND,  /* multi-packet first: larger than we accept eagerly */
 	OPX_DROP_MP_SEQ,    /* multi-packet continuation out of sequence */
 	OPX_DROP_RTS,       /* malformed rendezvous request */
-	OPX_DROP_RNDV,      /* rendezvous control or data packet (opx_rndv.c) */
+	OPX_DROP_PROTO,     /* rendezvous, one-sided or reliability packet refused (opx_rx_drop) */
 	OPX_DROP_MAX
 };
 
@@ -350,7 +350,7 @@ void opx_match_cleanup(struct opx_ep *ep);
 
 /* opx_rx.c: progress, validation and drop accounting */
 int opx_rx_drain(struct opx_ep *ep, int budget);
-void opx_rx_drop(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_RNDV */
+void opx_rx_drop(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_PROTO */
 void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason);
 const char *opx_drop_name(enum opx_drop_reason reason);
 /* Drops of one reason so far (OPX_DROP_MAX: all reasons). Lock held. */

@@ -22,7 +22,7 @@ static const char *const opx_drop_names[OPX_DROP_MAX] = {
 	[OPX_DROP_MP_BOUND] = "multi-packet message above our eager limit",
 	[OPX_DROP_MP_SEQ] = "multi-packet continuation out of sequence",
 	[OPX_DROP_RTS] = "bad rendezvous request",
-	[OPX_DROP_RNDV] = "bad rendezvous control or data packet",
+	[OPX_DROP_PROTO] = "refused protocol packet (rendezvous, one-sided, reliability)",
 };
 
 const char *opx_drop_name(enum opx_drop_reason reason)
@@ -71,5 +71,5 @@ void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason)
 
 void opx_rx_drop(struct opx_ep *ep, const char *why)
 {
-	opx_rx_drop_count(ep, OPX_DROP_RNDV, why);
+	opx_rx_drop_count(ep, OPX_DROP_PROTO, why);
 }

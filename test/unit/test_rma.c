@@ -604,7 +604,7 @@ static void test_rma_cma_forged(void **state)
 		uint32_t paylen = sizeof(q);
 		struct shim_pio_resv r = {0};
 		struct shim_rhq_entry *ent;
-		uint64_t before = opx_ep_drops(ep, OPX_DROP_RNDV);
+		uint64_t before = opx_ep_drops(ep, OPX_DROP_PROTO);
 
 		q.iov_base[0] = (uintptr_t)src;
 		q.iov_len[0] = sizeof(src);
@@ -631,7 +631,7 @@ static void test_rma_cma_forged(void **state)
 		for (int k = 0; k < 10; k++)
 			(void)fi_cq_read(e.cq, NULL, 0);
 		/* the request, then the answer to it that nobody asked for */
-		if (opx_ep_drops(ep, OPX_DROP_RNDV) < before + 2)
+		if (opx_ep_drops(ep, OPX_DROP_PROTO) < before + 2)
 			fail_msg("forged CMA request %d was not dropped", c);
 		if (memcmp(tgt, ref, sizeof(tgt)))
 			fail_msg("forged CMA request %d changed the region", c);

@@ -286,7 +286,7 @@ static void test_drop_reasons(void **state)
 	h = tr_hdr(t, OPX_OP_DONE, 0, 0);
 	h.p.u64[0] = 0xdeadbeef00001234ull; /* no such rendezvous */
 	tr_forge(t, &h, 0, 0, 0);
-	tr_expect_drop(t, OPX_DROP_RNDV, &total);
+	tr_expect_drop(t, OPX_DROP_PROTO, &total);
 
 	/* every reason was exercised, and the context still works */
 	for (int i = 0; i < OPX_DROP_MAX; i++)
