@@ -253,3 +253,70 @@ int fx_cq_wait(struct fid_cq *cq, void *ctx, unsigned ms, struct fi_cq_tagged_en
 	} while (fx_now_ms() <= end);
 	return -FI_ETIMEDOUT;
 }
+
+static void fx_stash_put(struct fx_stash *st, const struct fx_comp *c)
+{
+	assert_true(st->n < FX_STASH_MAX);
+	st->seen[st->n++] = *c;
+}
+
+void fx_stash_poll(struct fid_cq *cq, struct fx_stash *st)
+{
+	struct fi_cq_tagged_entry ents[16];
+	fi_addr_t src[16];
+	struct fx_comp c;
+	ssize_t n = fi_cq_readfrom(cq, ents, 16, src);
+
+	if (n > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			memset(&c, 0, sizeof(c));
+			c.ctx = ents[i].op_context;
+			c.e = ents[i];
+			c.src = src[i];
+			fx_stash_put(st, &c);
+		}
+		return;
+	}
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry ee;
+
+		memset(&ee, 0, sizeof(ee));
+		assert_int_equal(fi_cq_readerr(cq, &ee, 0), 1);
+		memset(&c, 0, sizeof(c));
+		c.ctx = ee.op_context;
+		c.e.op_context = ee.op_context;
+		c.e.flags = ee.flags;
+		c.e.len = ee.len;
+		c.e.buf = ee.buf;
+		c.e.data = ee.data;
+		c.e.tag = ee.tag;
+		c.src = FI_ADDR_NOTAVAIL; /* fi_cq_readerr has no source */
+		c.err = ee.err;
+		c.olen = ee.olen;
+		assert_true(c.err > 0);
+		fx_stash_put(st, &c);
+		return;
+	}
+	assert_int_equal(n, -FI_EAGAIN);
+}
+
+int fx_stash_wait(struct fid_cq *cq, struct fx_stash *st, void *ctx, struct fx_comp *out,
+		  unsigned ms)
+{
+	uint64_t end = fx_now_ms() + ms;
+
+	for (;;) {
+		for (size_t i = 0; i < st->n; i++) {
+			if (st->seen[i].ctx != ctx)
+				continue;
+			if (out)
+				*out = st->seen[i];
+			memmove(&st->seen[i], &st->seen[i + 1], (st->n - i - 1) * sizeof(st->seen[0]));
+			st->n--;
+			return 0;
+		}
+		if (fx_now_ms() > end)
+			return -FI_ETIMEDOUT;
+		fx_stash_poll(cq, st);
+	}
+}

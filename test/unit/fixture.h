@@ -91,4 +91,27 @@ uint64_t fx_now_ms(void);
  * error completion for ctx, or -FI_ETIMEDOUT. */
 int fx_cq_wait(struct fid_cq *cq, void *ctx, unsigned ms, struct fi_cq_tagged_entry *out);
 
+/* Completions read from a CQ (FI_CQ_FORMAT_TAGGED) but not yet claimed by
+ * a test, found by context: operations that complete in an order the
+ * tests should not depend on (loopback puts send and receive completions
+ * on one CQ). */
+#define FX_STASH_MAX 4096
+struct fx_comp {
+	void *ctx;
+	struct fi_cq_tagged_entry e; /* error entries: the fields they share */
+	fi_addr_t src;               /* FI_ADDR_NOTAVAIL for an error entry */
+	int err;                     /* 0, or the positive FI_E* of an error entry */
+	size_t olen;
+};
+struct fx_stash {
+	struct fx_comp seen[FX_STASH_MAX];
+	size_t n;
+};
+/* Read the CQ once (progress) and stash what completed. */
+void fx_stash_poll(struct fid_cq *cq, struct fx_stash *st);
+/* The completion of ctx within ms: 0 and *out (NULL: dropped), or
+ * -FI_ETIMEDOUT.  The others stay stashed, in order. */
+int fx_stash_wait(struct fid_cq *cq, struct fx_stash *st, void *ctx, struct fx_comp *out,
+		  unsigned ms);
+
 #endif /* OPX_TEST_FIXTURE_H */

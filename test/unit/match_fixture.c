@@ -47,76 +47,20 @@ bool tm_size_ok(struct tm_env *t, size_t len)
 	return false;
 }
 
-static void tm_stash(struct tm_env *t, const struct tm_comp *c)
-{
-	assert_true(t->nseen < TM_MAX_SEEN);
-	t->seen[t->nseen++] = *c;
-}
-
 /* Drive progress once and stash whatever completed. */
 void tm_poll(struct tm_env *t)
 {
-	struct fi_cq_tagged_entry ents[16];
-	fi_addr_t src[16];
-	struct tm_comp c;
-	ssize_t n = fi_cq_readfrom(t->fx.cq, ents, 16, src);
-
-	if (n > 0) {
-		for (ssize_t i = 0; i < n; i++) {
-			memset(&c, 0, sizeof(c));
-			c.ctx = ents[i].op_context;
-			c.e = ents[i];
-			c.src = src[i];
-			tm_stash(t, &c);
-		}
-		return;
-	}
-	if (n == -FI_EAVAIL) {
-		struct fi_cq_err_entry ee;
-
-		memset(&ee, 0, sizeof(ee));
-		assert_int_equal(fi_cq_readerr(t->fx.cq, &ee, 0), 1);
-		memset(&c, 0, sizeof(c));
-		c.ctx = ee.op_context;
-		c.e.op_context = ee.op_context;
-		c.e.flags = ee.flags;
-		c.e.len = ee.len;
-		c.e.buf = ee.buf;
-		c.e.data = ee.data;
-		c.e.tag = ee.tag;
-		c.src = FI_ADDR_NOTAVAIL; /* fi_cq_readerr has no source */
-		c.err = ee.err;
-		c.olen = ee.olen;
-		assert_true(c.err > 0);
-		tm_stash(t, &c);
-		return;
-	}
-	assert_int_equal(n, -FI_EAGAIN);
+	fx_stash_poll(t->fx.cq, &t->stash);
 }
 
 /* The completion for ctx, polling up to ms milliseconds.  Returns 0 and
  * fills *out, or -FI_ETIMEDOUT. */
-int tm_wait_ms(struct tm_env *t, void *ctx, struct tm_comp *out, unsigned ms)
+int tm_wait_ms(struct tm_env *t, void *ctx, struct fx_comp *out, unsigned ms)
 {
-	uint64_t end = fx_now_ms() + ms;
-
-	for (;;) {
-		for (size_t i = 0; i < t->nseen; i++) {
-			if (t->seen[i].ctx != ctx)
-				continue;
-			if (out)
-				*out = t->seen[i];
-			memmove(&t->seen[i], &t->seen[i + 1], (t->nseen - i - 1) * sizeof(t->seen[0]));
-			t->nseen--;
-			return 0;
-		}
-		if (fx_now_ms() > end)
-			return -FI_ETIMEDOUT;
-		tm_poll(t);
-	}
+	return fx_stash_wait(t->fx.cq, &t->stash, ctx, out, ms);
 }
 
-void tm_wait(struct tm_env *t, void *ctx, struct tm_comp *out)
+void tm_wait(struct tm_env *t, void *ctx, struct fx_comp *out)
 {
 	int rc = tm_wait_ms(t, ctx, out, TM_WAIT_MS);
 

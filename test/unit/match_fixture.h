@@ -21,7 +21,6 @@
 #include "fixture.h"
 
 #define TM_WAIT_MS 2000
-#define TM_MAX_SEEN 4096
 #define TM_MIB ((size_t)1 << 20)
 
 /* Thresholds: inline <= 16, one packet <= 8192 (MTU), multi-packet eager
@@ -30,24 +29,12 @@ static const size_t tm_sizes[] = {0,	 1,	15,    16,    17,    63,    64,    65, 
 				  8192,	 8193,	16383, 16384, 16385, 65535, 65536, 65537, TM_MIB};
 #define TM_NSIZES (sizeof(tm_sizes) / sizeof(tm_sizes[0]))
 
-/* One completion seen on the CQ, kept until a test asks for its context:
- * loopback puts send and receive completions on one CQ in an order the
- * tests should not depend on. */
-struct tm_comp {
-	void *ctx;
-	struct fi_cq_tagged_entry e;
-	fi_addr_t src;
-	int err; /* 0, or the positive FI_E* of an error completion */
-	size_t olen;
-};
-
 struct tm_env {
 	struct fx_env fx;
 	struct fid_ep *ep2, *ep3; /* extra senders, opened on demand */
 	fi_addr_t a2, a3;
 	size_t max_msg;
-	struct tm_comp seen[TM_MAX_SEEN];
-	size_t nseen;
+	struct fx_stash stash; /* completions not yet claimed */
 };
 
 #define TM_RECV_TAGGED (FI_RECV | FI_TAGGED)
@@ -65,9 +52,9 @@ bool tm_size_ok(struct tm_env *t, size_t len);
 void tm_poll(struct tm_env *t);
 /* The completion for ctx, polling up to ms milliseconds.  Returns 0 and
  * fills *out, or -FI_ETIMEDOUT. */
-int tm_wait_ms(struct tm_env *t, void *ctx, struct tm_comp *out, unsigned ms);
+int tm_wait_ms(struct tm_env *t, void *ctx, struct fx_comp *out, unsigned ms);
 /* The same within TM_WAIT_MS, failing the test otherwise. */
-void tm_wait(struct tm_env *t, void *ctx, struct tm_comp *out);
+void tm_wait(struct tm_env *t, void *ctx, struct fx_comp *out);
 /* Drive progress a few times so sent packets reach the unexpected queue
  * before a receive is posted. */
 void tm_progress(struct tm_env *t, int rounds);

@@ -44,7 +44,7 @@ static void test_tag_ignore(void **state)
 	struct fi_context rctx, sctx[4], mctx, mrctx, xctx;
 	static const uint64_t tags[] = {0x1200, 0x12ff, 0x1234, 0x1300};
 	uint8_t sbuf[32], rbuf[32];
-	struct tm_comp c;
+	struct fx_comp c;
 
 	/* One receive with the low byte ignored accepts 0x12xx only. */
 	for (unsigned i = 0; i < 4; i++) {
@@ -121,7 +121,7 @@ static void tm_one_size(struct tm_env *t, size_t len, bool expected, unsigned se
 	uint64_t tag = 0xabc00000ULL + len;
 	uint64_t data = 0x5eed000000000000ULL | (len << 8) | seed;
 	uint8_t *sbuf = malloc(len + 1), *rbuf = malloc(len + 64);
-	struct tm_comp c;
+	struct fx_comp c;
 
 	assert_non_null(sbuf);
 	assert_non_null(rbuf);
@@ -194,7 +194,7 @@ static void test_directed_recv(void **state)
 	static const size_t lens[] = {8, 8192, 65536, TM_MIB};
 	struct tm_env *t = *state;
 	struct fi_context r3, rany, s2, s3;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	tm_open_ep(t, &t->ep2, &t->a2);
 	tm_open_ep(t, &t->ep3, &t->a3);
@@ -272,7 +272,7 @@ static void test_directed_before_insert(void **state)
 	char name[64];
 	size_t namelen = sizeof(name);
 	fi_addr_t to_t, ao;
-	struct tm_comp c;
+	struct fx_comp c;
 	uint64_t end;
 	bool got_small = false, got_big = false;
 
@@ -317,7 +317,7 @@ static void test_ordering(void **state)
 	uint8_t *sbuf[TM_ORDER_N], *rbuf[TM_ORDER_N];
 	size_t len[TM_ORDER_N];
 	size_t n = 0;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	tm_open_ep(t, &t->ep2, &t->a2);
 	for (size_t i = 0; n < TM_ORDER_N && i < 4 * TM_ORDER_N; i++) {
@@ -365,7 +365,7 @@ static void test_truncation(void **state)
 {
 	struct tm_env *t = *state;
 	struct fi_context rctx, sctx;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	for (size_t i = 0; i < TM_NSIZES; i++) {
 		size_t len = tm_sizes[i];
@@ -429,7 +429,7 @@ static void test_iov(void **state)
 	static const size_t lens[] = {3, 17, 8191, 8193, 65535, 65537, TM_MIB};
 	struct tm_env *t = *state;
 	struct fi_context rctx, sctx;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		size_t len = lens[i];

@@ -46,7 +46,7 @@ static void test_peek(void **state)
 {
 	struct tm_env *t = *state;
 	struct fi_context pctx, rctx, sctx;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	/* nothing there: error completion FI_ENOMSG */
 	assert_int_equal(tm_trecvmsg(t->fx.ep, NULL, 0, FI_ADDR_UNSPEC, 0x77, 0, &pctx, FI_PEEK), 0);
@@ -114,7 +114,7 @@ static void test_peek_claim(void **state)
 {
 	struct tm_env *t = *state;
 	struct fi_context pctx, rctx, sa, sb;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	for (size_t i = 0; i < TM_NSIZES; i++) {
 		size_t len = tm_sizes[i];
@@ -167,7 +167,7 @@ static void test_peek_claim(void **state)
 static void tm_discard_case(struct tm_env *t, bool via_claim)
 {
 	struct fi_context pctx, rctx, sa, sb;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	for (size_t i = 0; i < TM_NSIZES; i++) {
 		size_t len = tm_sizes[i];
@@ -239,7 +239,7 @@ static void test_cancel(void **state)
 	struct tm_env *t = *state;
 	struct fi_context r1, r2, r3, other, sctx;
 	uint8_t buf[64], sbuf[64];
-	struct tm_comp c;
+	struct fx_comp c;
 
 	assert_int_equal(fi_trecv(t->fx.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, 1, 0, &r1), 0);
 	assert_int_equal(fi_recv(t->fx.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, &r2), 0);
@@ -283,7 +283,7 @@ static void test_multi_recv(void **state)
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	struct fi_msg m = {.msg_iov = &iov, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = &mctx};
 	size_t off = 0;
-	struct tm_comp c;
+	struct fx_comp c;
 
 	assert_non_null(buf);
 	assert_int_equal(fi_setopt(&t->fx.ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &minv,
@@ -414,7 +414,7 @@ static void test_multi_recv_release(void **state)
 		}
 		/* a last partial buffer is never released by data: cancel it */
 		while (!released) {
-			struct tm_comp c;
+			struct fx_comp c;
 
 			if (data == n && n < SLOTS) {
 				assert_int_equal(fi_cancel(&t->fx.ep->fid, &mctx), 0);

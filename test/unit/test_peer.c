@@ -361,66 +361,22 @@ static void test_claim_slots(void **state)
 /* ---------------------------------------------------------------------
  * Provider level.
  */
-#define TP_MAX_SEEN 64
-
-struct tp_comp {
-	void *ctx;
-	int err;
-	size_t len;
-	uint64_t tag;
-};
-
 struct tp_env {
 	struct fx_env fx;
 	struct fid_ep *ep2;
 	fi_addr_t a2;
-	struct tp_comp seen[TP_MAX_SEEN];
-	size_t nseen;
+	struct fx_stash stash; /* completions not yet claimed */
 };
 
 static void tp_poll(struct tp_env *t)
 {
-	struct fi_cq_tagged_entry ents[8];
-	ssize_t n = fi_cq_read(t->fx.cq, ents, 8);
-
-	if (n > 0) {
-		for (ssize_t i = 0; i < n; i++) {
-			if (!ents[i].op_context)
-				continue; /* floods send with no context */
-			assert_true(t->nseen < TP_MAX_SEEN);
-			t->seen[t->nseen++] = (struct tp_comp){ents[i].op_context, 0, ents[i].len,
-							       ents[i].tag};
-		}
-	} else if (n == -FI_EAVAIL) {
-		struct fi_cq_err_entry ee;
-
-		memset(&ee, 0, sizeof(ee));
-		assert_int_equal(fi_cq_readerr(t->fx.cq, &ee, 0), 1);
-		assert_true(t->nseen < TP_MAX_SEEN);
-		t->seen[t->nseen++] = (struct tp_comp){ee.op_context, ee.err, ee.len, ee.tag};
-	} else {
-		assert_int_equal(n, -FI_EAGAIN);
-	}
+	fx_stash_poll(t->fx.cq, &t->stash);
 }
 
 /* The completion of ctx within ms: 0 and *out, or -FI_ETIMEDOUT. */
-static int tp_wait(struct tp_env *t, void *ctx, struct tp_comp *out, unsigned ms)
+static int tp_wait(struct tp_env *t, void *ctx, struct fx_comp *out, unsigned ms)
 {
-	uint64_t end = fx_now_ms() + ms;
-
-	for (;;) {
-		for (size_t i = 0; i < t->nseen; i++) {
-			if (t->seen[i].ctx != ctx)
-				continue;
-			if (out)
-				*out = t->seen[i];
-			t->seen[i] = t->seen[--t->nseen];
-			return 0;
-		}
-		if (fx_now_ms() > end)
-			return -FI_ETIMEDOUT;
-		tp_poll(t);
-	}
+	return fx_stash_wait(t->fx.cq, &t->stash, ctx, out, ms);
 }
 
 static void tp_open_ep(struct tp_env *t, struct fid_ep **ep, fi_addr_t *addr)
@@ -498,7 +454,7 @@ static void test_hole_provider(void **state)
 	size_t big = 300 * 1024, mtu = 8192;
 	uint8_t *ra_buf = calloc(1, 3 * mtu), *b_buf = calloc(1, 100), *c_buf = calloc(1, big);
 	uint8_t *b_src = malloc(100), *c_src = malloc(big);
-	struct tp_comp c;
+	struct fx_comp c;
 	int up[2];
 	pid_t pid;
 	char ch;
@@ -559,11 +515,11 @@ static void test_hole_provider(void **state)
 	assert_int_equal(c.err, FI_EIO);
 	assert_int_equal(tp_wait(t, &b_buf, &c, TP_WAIT_MS), 0);
 	assert_int_equal(c.err, 0);
-	assert_int_equal(c.len, 100);
+	assert_int_equal(c.e.len, 100);
 	assert_true(tp_intact(b_buf, 100, 2));
 	assert_int_equal(tp_wait(t, &c_buf, &c, TP_WAIT_MS), 0);
 	assert_int_equal(c.err, 0);
-	assert_int_equal(c.len, big);
+	assert_int_equal(c.e.len, big);
 	assert_true(tp_intact(c_buf, big, 3));
 	assert_int_equal(tp_wait(t, b_src, &c, TP_WAIT_MS), 0);
 	assert_int_equal(tp_wait(t, c_src, &c, TP_WAIT_MS), 0);
@@ -585,7 +541,7 @@ static void test_av_remove_inflight(void **state)
 	size_t big = 1 << 20;
 	uint8_t *src = malloc(big), *dst = calloc(1, big);
 	fi_addr_t both[2];
-	struct tp_comp c;
+	struct fx_comp c;
 
 	assert_true(src && dst);
 	tp_open_ep(t, &t->ep2, &t->a2);
@@ -607,7 +563,7 @@ static void test_av_remove_inflight(void **state)
 	assert_int_equal(fi_av_remove(t->fx.av, both, 2, 0), 0);
 	assert_int_equal(tp_wait(t, dst, &c, TP_WAIT_MS), 0);
 	assert_int_equal(c.err, 0);
-	assert_int_equal(c.len, big);
+	assert_int_equal(c.e.len, big);
 	assert_true(tp_intact(dst, big, 12));
 	assert_int_equal(tp_wait(t, src, &c, TP_WAIT_MS), 0);
 	assert_int_equal(c.err, 0);
@@ -767,7 +723,7 @@ static void test_dead_receiver(void **state)
 	const size_t big = 128 * 1024;
 	uint8_t *rbig = malloc(big), msg[4096], rbuf[64], wbuf[64];
 	fi_addr_t dead;
-	struct tp_comp c;
+	struct fx_comp c;
 	uint64_t t0, end;
 	ssize_t rc = 0;
 	size_t sends = 0;
@@ -967,7 +923,7 @@ static void test_forged_rts(void **state)
 	struct opx_rts_payload rts;
 	struct shim_dev *dev;
 	struct shim_peer *fp;
-	struct tp_comp c;
+	struct fx_comp c;
 	int vfd;
 	pid_t v;
 
@@ -1034,7 +990,7 @@ static void test_forged_ctl(void **state)
 	struct shim_peer *to_rx, *to_tx;
 	uint64_t cookie = 0, stray0;
 	uint16_t stranger;
-	struct tp_comp c;
+	struct fx_comp c;
 	int vfd;
 	pid_t v;
 
@@ -1189,7 +1145,7 @@ static void test_split_refused(void **state)
 	char a1[16], a2[16];
 	int up[2], down[2], st = 0;
 	fi_addr_t to;
-	struct tp_comp c;
+	struct fx_comp c;
 	pid_t pid;
 
 	assert_int_equal(pipe(up), 0);
