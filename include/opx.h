@@ -242,6 +242,8 @@ int opx_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_a
 /* Peer for sending to fi_addr; opens the mapping on first use.
  * Returns 0, -FI_EINVAL (bad fi_addr), or a mapped shim error. Lock held. */
 int opx_av_peer_locked(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer);
+int opx_av_src_addr(struct shim_dev *dev, struct shim_ctx *ctx, uint16_t lid, uint16_t sctx,
+		    struct shim_addr *a);
 /* A send to addr found no credits: -FI_EAGAIN, or -FI_ECONNREFUSED once
  * the receiver is found dead (checked every OPX_AV_STALL_CHECK stalls). */
 int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr);

@@ -239,6 +239,10 @@ struct opx_ep {
 	fi_addr_t last_src;
 	const struct opx_av *last_av;
 	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_reply_peer's cache */
+	/* udp peers of the AV opened through this endpoint's own socket when
+	 * the AV's are another endpoint's (opx_ep_peer_locked), by fi_addr */
+	struct shim_peer **upeers;
+	size_t upeers_n;
 
 	/* one-sided (opx_rma.c) */
 	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */
@@ -426,6 +430,23 @@ static inline void opx_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,
 	h->msgid = msgid;
 	h->tag = tag;
 	h->data = data;
+}
+
+int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer);
+void opx_ep_udp_peers_close(struct opx_ep *ep);
+
+/* The peer to send to addr through.  The AV opens each peer once for all
+ * its endpoints; a udp peer belongs to a socket, the AV's to its first
+ * bound endpoint's (av->udp_via): any other endpoint sends through its
+ * own, or its packets would leave from another endpoint's port and the
+ * acks and replies go there (opx_ep_udp_peer). */
+static inline int opx_ep_peer_locked(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
+{
+	int rc = opx_av_peer_locked(ep->av, addr, peer);
+
+	if (__builtin_expect(rc || (*peer)->wire != SHIM_WIRE_UDP || ep->av->udp_via == ep->shim, 1))
+		return rc;
+	return opx_ep_udp_peer(ep, addr, peer);
 }
 
 static inline struct opx_ep *opx_ep_of(struct fid_ep *f)

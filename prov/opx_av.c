@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "opx.h"
+#include "opx_ep.h"
 
 #define OPX_AV_MIN_SIZE 64
 #define OPX_AV_RMAP_MIN 128
@@ -185,6 +185,19 @@ fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sct
 		i = (i + 1) & mask;
 	}
 	return FI_ADDR_NOTAVAIL;
+}
+
+/* The address of the sender (lid, ctx) of a packet, from the shim's own
+ * records, never from the packet: a udp flow of ctx that spoke as it (a
+ * sender on another host, or any sender under FI_OPX_WIRE=udp), else the
+ * context of this host that has it.  0, or -ENOENT. */
+int opx_av_src_addr(struct shim_dev *dev, struct shim_ctx *ctx, uint16_t lid, uint16_t sctx,
+		    struct shim_addr *a)
+{
+	for (struct shim_peer *p = shim_udp_next(ctx, NULL); p; p = shim_udp_next(ctx, p))
+		if (!shim_udp_peer_addr(p, a) && a->lid == lid && a->ctx == sctx)
+			return 0;
+	return shim_addr_lookup(dev, lid, sctx, a) ? -ENOENT : 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -619,6 +632,53 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 	}
 	*peer = e->peer;
 	return 0;
+}
+
+int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
+{
+	const struct shim_addr *a = &ep->av->table[addr].addr;
+	struct shim_peer *p;
+	int ret;
+
+	if (addr >= ep->upeers_n) {
+		size_t n = ep->upeers_n ? ep->upeers_n : 16;
+		struct shim_peer **t;
+
+		while (n <= addr)
+			n *= 2;
+		t = realloc(ep->upeers, n * sizeof(*t));
+		if (!t)
+			return -FI_ENOMEM;
+		memset(t + ep->upeers_n, 0, (n - ep->upeers_n) * sizeof(*t));
+		ep->upeers = t;
+		ep->upeers_n = n;
+	}
+	p = ep->upeers[addr];
+	/* a link is its address and port: an entry removed and reused for
+	 * another peer finds a different one here */
+	if (p && p->addr.ipv4 == a->ipv4 && p->addr.udp_port == a->udp_port) {
+		*peer = p;
+		return 0;
+	}
+	if (p)
+		shim_peer_close(p);
+	ep->upeers[addr] = NULL;
+	ret = shim_peer_open_via(ep->domain->fabric->dev, ep->shim, a, &p);
+	if (ret)
+		return opx_err_from_shim(ret);
+	ep->upeers[addr] = p;
+	*peer = p;
+	return 0;
+}
+
+void opx_ep_udp_peers_close(struct opx_ep *ep)
+{
+	for (size_t i = 0; i < ep->upeers_n; i++)
+		if (ep->upeers[i])
+			shim_peer_close(ep->upeers[i]);
+	free(ep->upeers);
+	ep->upeers = NULL;
+	ep->upeers_n = 0;
 }
 
 /* Called for every send: an already-open peer costs one bounds check and

@@ -45,8 +45,8 @@ static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, v
 {
 	struct shim_addr a;
 
-	if (!ep->rx_cq || shim_addr_lookup(ep->domain->fabric->dev, (uint16_t)(src >> 16),
-					   (uint16_t)src, &a))
+	if (!ep->rx_cq || opx_av_src_addr(ep->domain->fabric->dev, ep->shim, (uint16_t)(src >> 16),
+					  (uint16_t)src, &a))
 		return false;
 	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, &a);
 	opx_cntr_inc(ep->recv_cntr); /* the data was received */

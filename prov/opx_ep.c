@@ -112,6 +112,7 @@ static int opx_ep_close(struct fid *fid)
 	opx_match_cleanup(ep);
 	opx_rndv_fini(ep);
 	opx_rma_fini(ep);
+	opx_ep_udp_peers_close(ep);
 	opx_lock_release(&domain->lock);
 
 	if (ep->svc_port)

@@ -168,7 +168,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	/* a completion that could not be written would be lost: push back */
 	if (__builtin_expect(!opx_cq_room_locked(ep->tx_cq, 1), 0))
 		return -FI_EAGAIN;
-	rc = opx_av_peer_locked(ep->av, dest, &peer);
+	rc = opx_ep_peer_locked(ep, dest, &peer);
 	if (__builtin_expect(rc, 0))
 		return rc;
 

@@ -435,7 +435,7 @@ ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 				return -FI_EMSGSIZE;
 		}
 	}
-	rc = opx_av_peer_locked(ep->av, a->dest, &peer);
+	rc = opx_ep_peer_locked(ep, a->dest, &peer);
 	if (rc)
 		return rc;
 	st = opx_rma_state(ep);

@@ -269,7 +269,7 @@ struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, 
 	struct shim_peer *p = NULL;
 
 	if (src != FI_ADDR_NOTAVAIL && !opx_src_is_anon(src) &&
-	    !opx_av_peer_locked(ep->av, src, &p) && p->addr.nonce == to->nonce)
+	    !opx_ep_peer_locked(ep, src, &p) && p->addr.nonce == to->nonce)
 		return p;
 	p = ep->anon[slot];
 	if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx && p->addr.nonce == to->nonce &&
@@ -295,15 +295,12 @@ struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, 
 	struct shim_addr a;
 
 	if (!opx_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
-	    !opx_av_peer_locked(ep->av, src, &p))
+	    !opx_ep_peer_locked(ep, src, &p))
 		return p;
 	p = ep->anon[opx_anon_slot(slid, sctx)];
 	if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))
 		return p;
-	for (p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p))
-		if (!shim_udp_peer_addr(p, &a) && a.lid == slid && a.ctx == sctx)
-			return opx_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
-	if (shim_addr_lookup(ep->domain->fabric->dev, slid, sctx, &a))
+	if (opx_av_src_addr(ep->domain->fabric->dev, ep->shim, slid, sctx, &a))
 		return NULL;
 	return opx_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
 }

@@ -5,8 +5,14 @@
 # socket, so chunks are the path's datagrams, large reads and writes never
 # try Cross Memory Attach (a udp peer has no process here to copy with),
 # and keys, refusals, CQ data, counters and atomics behave as on shm.
+# Then test_msg, test_api and test_match: among them a second endpoint
+# bound to an AV whose udp peers are the first endpoint's (it must send
+# through its own socket: test_msg's test_source_err failed before).
 set -eu
 dir=${OPX_BUILD_DIR:-.}/test/unit
 export FI_OPX_WIRE=udp
 "$dir/test_rma"
 "$dir/test_atomic"
+"$dir/test_msg"
+"$dir/test_api"
+"$dir/test_match"
