@@ -36,6 +36,12 @@ if ! (cd "$work/opx" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES
 	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
 	echo "FAIL: dpkg-buildpackage"
 	tail -n 40 "$work/build.log"
+	# the package's unit tests: which failed, and their own logs
+	grep -E '^(FAIL|ERROR):' "$work/build.log"
+	for l in "$work"/opx/debian/build/test/unit/*.log; do
+		[ -e "$l" ] && grep -qE ':test-result: (FAIL|ERROR)' "${l%.log}.trs" 2>/dev/null &&
+			{ echo "--- $l"; tail -n 30 "$l"; }
+	done
 	exit 1
 fi
 deb=$(ls "$work"/libfabric-opx_*.deb 2>/dev/null | head -n 1)
