@@ -422,6 +422,7 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->rx.egr_mask = ctx->egr_blocks - 1;
 	ctx->rx.head = 0;
 	ctx->rx.egr_head = 0;
+	ctx->rx.head_pub = 0;
 	ctx->rx.jkey = dev->params.jkey;
 	ctx->rx.lid = dev->units[unit].lid;
 	ctx->rx.mtu = dev->params.mtu;

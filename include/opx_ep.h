@@ -204,6 +204,7 @@ struct opx_ep {
 
 	/* transmit */
 	uint32_t next_msgid;
+	uint32_t tx_streak; /* eager sends since a packet last arrived: > 1 is a stream */
 	struct opx_rndv_tx *rndv;
 	struct opx_rndv_tx *rndv_free;
 	size_t rndv_busy;

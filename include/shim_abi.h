@@ -30,7 +30,8 @@
  * tail in the high 32 bits), so the eager ring is consumed in exactly the
  * order the header queue is.  A reservation is a PIO credit grant: free
  * credits are what the consumer has released (ctl->hdr_head,
- * ctl->egr_head), so credits return as the receiver consumes.
+ * ctl->egr_head), so credits return as the receiver consumes (in batches
+ * of SHIM_CREDIT_BATCH entries, and whenever it stops draining).
  *
  * Each header entry carries a generation word (seq).  A producer writes
  * the entry and its payload, then stores seq = position + 1 with release
@@ -313,6 +314,7 @@ struct shim_rx {
 	uint32_t egr_mask;     /* in blocks */
 	uint32_t head;         /* next header position to consume */
 	uint32_t egr_head;     /* absolute eager position released so far */
+	uint32_t head_pub;     /* head as last published in ctl (credits) */
 	uint16_t jkey;
 	uint16_t lid;
 	uint16_t ctx;
@@ -357,6 +359,8 @@ struct shim_pio_resv {
 	uint32_t hdr_pos;
 	uint32_t npkts;
 	uint32_t egr_idx;  /* index in blocks of the first eager block */
+	uint32_t egr_end;  /* absolute eager position after it (0: none, or
+			      a wrap to 0: only a prefetch is skipped) */
 	uint8_t *egr;      /* NULL when no eager space was asked for */
 };
 
@@ -584,6 +588,20 @@ static inline uint32_t shim_egr_blocks_for(uint32_t bytes)
 	return (uint32_t)(((uint64_t)bytes + SHIM_BLOCK - 1) / SHIM_BLOCK);
 }
 
+/* Prefetch a line for writing (x86: PREFETCHW, a no-op where absent). */
+static inline void shim_prefetchw(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1, 3);
+#endif
+}
+
+#define SHIM_CREDIT_BATCH 16u /* see shim_rx_consume */
+
+#define SHIM_PIO_AHEAD 2u /* see shim_pio_prefetch_next */
+
 /* Reserve npkts header entries and egr_bytes of contiguous eager space.
  * Returns 0 or -EAGAIN when credits are short (the caller progresses and
  * retries).  The caller then fills each entry with shim_pio_write_hdr()
@@ -624,6 +642,7 @@ static inline int shim_pio_reserve(struct shim_peer *p, uint32_t npkts, uint32_t
 		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acq_rel,
 							  memory_order_relaxed)) {
 			r->hdr_pos = ht;
+			r->egr_end = nblk ? start + nblk : 0;
 			r->npkts = npkts;
 			r->egr_idx = start & p->egr_mask;
 			r->egr = nblk ? p->egr + (size_t)r->egr_idx * SHIM_BLOCK : NULL;
@@ -637,6 +656,27 @@ static inline struct shim_rhq_entry *shim_pio_entry(const struct shim_peer *p,
 						    const struct shim_pio_resv *r, uint32_t i)
 {
 	return &p->hdrq[(r->hdr_pos + i) & p->hdrq_mask];
+}
+
+/* After a reservation's last publish, for a sender that is streaming to
+ * p: take ownership of the lines a later send will write, SHIM_PIO_AHEAD
+ * packets (and eager blocks) on, where the consumer is done with them.
+ * Their fetch from the consumer's cache then overlaps whatever the sender
+ * does next instead of stalling a later send's stores and, behind them,
+ * its locked compare-exchange.  Measured (opx_msgrate, MPI osu_bw-like,
+ * 8 B, two cores that do not share a cache): 2 ahead doubles a stream's
+ * rate; 8 ahead gains nothing (the consumer's own prefetching reaches the
+ * line first); and a ping-pong gets slower, so a sender that alternates
+ * sends and receives should not call this. */
+static inline void shim_pio_prefetch_next(const struct shim_peer *p, const struct shim_pio_resv *r)
+{
+	uint32_t h = r->hdr_pos + r->npkts + SHIM_PIO_AHEAD;
+	uint32_t b = r->egr_end + SHIM_PIO_AHEAD;
+
+	if ((uint32_t)(h - p->hdr_credit_head) < p->hdrq_cnt)
+		shim_prefetchw(&p->hdrq[h & p->hdrq_mask]);
+	if (r->egr_end && (uint32_t)(b - p->egr_credit_head) < p->egr_blocks)
+		shim_prefetchw(p->egr + (size_t)(b & p->egr_mask) * SHIM_BLOCK);
 }
 
 /* Publish entry i: rhf describes where its payload is; release order makes
@@ -689,8 +729,23 @@ static inline const uint8_t *shim_rx_payload(const struct shim_rx *rx, const str
 	return rx->egr + (size_t)idx * SHIM_BLOCK;
 }
 
-/* Release the entry at the head (and its eager blocks): the credit return. */
-static inline void shim_rx_release(struct shim_rx *rx, struct shim_rhq_entry *e)
+/* Give the released credits back to the senders: one store pair for a
+ * batch, so a consumer draining a full queue does not pull the consumer
+ * line out of a credit-starved sender's cache once per packet. */
+static inline void shim_rx_credit_flush(struct shim_rx *rx)
+{
+	if (rx->head == rx->head_pub)
+		return;
+	atomic_store_explicit(&rx->ctl->egr_head, rx->egr_head, memory_order_release);
+	atomic_store_explicit(&rx->ctl->hdr_head, rx->head, memory_order_release);
+	rx->head_pub = rx->head;
+}
+
+/* Consume the entry at the head (and its eager blocks).  Its credits
+ * are published every SHIM_CREDIT_BATCH entries and by
+ * shim_rx_credit_flush, which a consumer using this must call whenever it
+ * stops draining (so credits never wait on a consumer that went idle). */
+static inline void shim_rx_consume(struct shim_rx *rx, const struct shim_rhq_entry *e)
 {
 	if (e->rhf & SHIM_RHF_EGR) {
 		uint32_t idx = SHIM_RHF_EGRIDX(e->rhf);
@@ -704,10 +759,17 @@ static inline void shim_rx_release(struct shim_rx *rx, struct shim_rhq_entry *e)
 		if (nblk > rx->egr_mask + 1)
 			nblk = rx->egr_mask + 1;
 		rx->egr_head = start + nblk;
-		atomic_store_explicit(&rx->ctl->egr_head, rx->egr_head, memory_order_release);
 	}
 	rx->head++;
-	atomic_store_explicit(&rx->ctl->hdr_head, rx->head, memory_order_release);
+	if (rx->head - rx->head_pub >= SHIM_CREDIT_BATCH)
+		shim_rx_credit_flush(rx);
+}
+
+/* Consume the entry at the head and return its credits at once. */
+static inline void shim_rx_release(struct shim_rx *rx, const struct shim_rhq_entry *e)
+{
+	shim_rx_consume(rx, e);
+	shim_rx_credit_flush(rx);
 }
 
 #endif /* SHIM_ABI_H */

@@ -40,6 +40,16 @@ static __attribute__((noinline)) void opx_send_seal(struct shim_rhq_entry *e, co
 	e->hdr.psn = opx_pkt_csum(&e->hdr, pay);
 }
 
+/* A send that follows another with nothing received in between is part
+ * of a stream: prepare the lines the next one will write (see
+ * shim_pio_prefetch_next; a ping-pong does not pay for it). */
+static inline void opx_send_streaming(struct opx_ep *ep, struct shim_peer *peer,
+				      const struct shim_pio_resv *r)
+{
+	if (ep->tx_streak++)
+		shim_pio_prefetch_next(peer, r);
+}
+
 /* Eager: one reservation for the whole message (n consecutive packets). */
 static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
 				 size_t cnt, size_t len, uint64_t tag, uint64_t data,
@@ -62,6 +72,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, NULL);
 		shim_pio_publish(peer, &r, 0, 0);
+		opx_send_streaming(ep, peer, &r);
 		return 0;
 	}
 	if (len <= mtu) {
@@ -74,6 +85,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, r.egr);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
+		opx_send_streaming(ep, peer, &r);
 		return 0;
 	}
 
@@ -99,6 +111,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 			opx_send_seal(e, r.egr + off);
 		shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
 	}
+	opx_send_streaming(ep, peer, &r);
 	return 0;
 }
 

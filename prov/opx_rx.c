@@ -445,7 +445,11 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		memcpy(&copy, e, sizeof(copy));
 		if (opx_rx_packet(ep, &copy))
 			break;
-		shim_rx_release(rx, &copy);
+		shim_rx_consume(rx, &copy);
+	}
+	if (n) {
+		shim_rx_credit_flush(rx);
+		ep->tx_streak = 0;
 	}
 	return n;
 }

@@ -454,6 +454,47 @@ static void test_ring_hdrq_full(void **state)
 	t_pair_close(&t);
 }
 
+/* shim_rx_consume returns credits in batches: a full ring stays full
+ * until SHIM_CREDIT_BATCH entries were consumed or the consumer flushes,
+ * and shim_rx_release (consume + flush) returns them at once. */
+static void test_ring_credit_batch(void **state)
+{
+	struct t_pair t;
+	struct shim_rhq_entry *e;
+	uint32_t i, sent = 0;
+
+	(void)state;
+	t_pair_open(&t);
+	for (i = 0; i < T_HDRQ; i++)
+		assert_int_equal(t_send(t.peer, T_SRC_HDR, sent++), 0);
+	/* fewer than a batch consumed: still no credit for the sender */
+	for (i = 0; i + 1 < SHIM_CREDIT_BATCH; i++) {
+		assert_non_null(e = shim_rx_peek(t.rx));
+		shim_rx_consume(t.rx, e);
+	}
+	assert_int_equal(atomic_load(&t.rx->ctl->hdr_head), 0);
+	assert_int_equal(t_send(t.peer, T_SRC_HDR, sent), -EAGAIN);
+	/* the batch's last entry publishes the whole batch */
+	assert_non_null(e = shim_rx_peek(t.rx));
+	shim_rx_consume(t.rx, e);
+	assert_int_equal(atomic_load(&t.rx->ctl->hdr_head), SHIM_CREDIT_BATCH);
+	for (i = 0; i < SHIM_CREDIT_BATCH; i++)
+		assert_int_equal(t_send(t.peer, T_SRC_HDR, sent++), 0);
+	assert_int_equal(t_send(t.peer, T_SRC_HDR, sent), -EAGAIN);
+	/* a consumer that stops early flushes what it took */
+	assert_non_null(e = shim_rx_peek(t.rx));
+	shim_rx_consume(t.rx, e);
+	assert_int_equal(t_send(t.peer, T_SRC_HDR, sent), -EAGAIN);
+	shim_rx_credit_flush(t.rx);
+	assert_int_equal(atomic_load(&t.rx->ctl->hdr_head), SHIM_CREDIT_BATCH + 1);
+	assert_int_equal(t_send(t.peer, T_SRC_HDR, sent++), 0);
+	/* release returns a single entry's credit at once */
+	t_drain_one(&t);
+	assert_int_equal(atomic_load(&t.rx->ctl->hdr_head), SHIM_CREDIT_BATCH + 2);
+	assert_int_equal(t_send(t.peer, T_SRC_HDR, sent++), 0);
+	t_pair_close(&t);
+}
+
 /* Publish one eager packet of len bytes (header fields the consumer's
  * release needs); returns the reserve result. */
 static int t_send_egr(struct t_pair *t, uint32_t len, struct shim_pio_resv *r)
@@ -1126,6 +1167,7 @@ int main(void)
 		cmocka_unit_test(test_dev_force_unit),
 		cmocka_unit_test(test_ring_laps),
 		cmocka_unit_test(test_ring_hdrq_full),
+		cmocka_unit_test(test_ring_credit_batch),
 		cmocka_unit_test(test_ring_egr_full),
 		cmocka_unit_test(test_ring_egr_skip),
 		cmocka_unit_test(test_rx_payload_bounds),
