@@ -359,8 +359,7 @@ struct shim_pio_resv {
 	uint32_t hdr_pos;
 	uint32_t npkts;
 	uint32_t egr_idx;  /* index in blocks of the first eager block */
-	uint32_t egr_end;  /* absolute eager position after it (0: none, or
-			      a wrap to 0: only a prefetch is skipped) */
+	uint32_t egr_end;  /* absolute eager position after it */
 	uint8_t *egr;      /* NULL when no eager space was asked for */
 };
 
@@ -642,7 +641,7 @@ static inline int shim_pio_reserve(struct shim_peer *p, uint32_t npkts, uint32_t
 		if (atomic_compare_exchange_weak_explicit(&p->ctl->tail, &old, nv, memory_order_acq_rel,
 							  memory_order_relaxed)) {
 			r->hdr_pos = ht;
-			r->egr_end = nblk ? start + nblk : 0;
+			r->egr_end = start + nblk;
 			r->npkts = npkts;
 			r->egr_idx = start & p->egr_mask;
 			r->egr = nblk ? p->egr + (size_t)r->egr_idx * SHIM_BLOCK : NULL;
@@ -675,7 +674,7 @@ static inline void shim_pio_prefetch_next(const struct shim_peer *p, const struc
 
 	if ((uint32_t)(h - p->hdr_credit_head) < p->hdrq_cnt)
 		shim_prefetchw(&p->hdrq[h & p->hdrq_mask]);
-	if (r->egr_end && (uint32_t)(b - p->egr_credit_head) < p->egr_blocks)
+	if (r->egr && (uint32_t)(b - p->egr_credit_head) < p->egr_blocks)
 		shim_prefetchw(p->egr + (size_t)(b & p->egr_mask) * SHIM_BLOCK);
 }
 
@@ -727,6 +726,17 @@ static inline const uint8_t *shim_rx_payload(const struct shim_rx *rx, const str
 	if (idx > rx->egr_mask || idx + shim_egr_blocks_for(e->hdr.paylen) > rx->egr_mask + 1)
 		return NULL;
 	return rx->egr + (size_t)idx * SHIM_BLOCK;
+}
+
+/* Prefetch the two eager blocks where the next payload lands (the ring
+ * is consumed in order), so that polling the next header entry fetches
+ * them together with it instead of after it.  For a consumer awaiting an
+ * answer only: one that just receives would take each line from a
+ * streaming sender just before it writes it. */
+static inline void shim_rx_prefetch_next(const struct shim_rx *rx)
+{
+	__builtin_prefetch(rx->egr + (size_t)(rx->egr_head & rx->egr_mask) * SHIM_BLOCK);
+	__builtin_prefetch(rx->egr + (size_t)((rx->egr_head + 1) & rx->egr_mask) * SHIM_BLOCK);
 }
 
 /* Give the released credits back to the senders: one store pair for a

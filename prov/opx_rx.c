@@ -451,14 +451,7 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		shim_rx_credit_flush(rx);
 		ep->tx_streak = 0;
 	} else if (ep->tx_streak) {
-		/* Waiting for an answer to what we sent: poll the line the
-		 * next eager payload lands in along with the next header
-		 * entry, so that both come over from the sender's cache at
-		 * once, not one after the other.  Not while only receiving:
-		 * a faster receiver would take each line from a streaming
-		 * sender just before it writes it. */
-		__builtin_prefetch(rx->egr + (size_t)(rx->egr_head & rx->egr_mask) * SHIM_BLOCK);
-		__builtin_prefetch(rx->egr + (size_t)((rx->egr_head + 1) & rx->egr_mask) * SHIM_BLOCK);
+		shim_rx_prefetch_next(rx); /* awaiting an answer to what we sent */
 	}
 	return n;
 }
