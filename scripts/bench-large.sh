@@ -263,7 +263,7 @@ if [ "${BENCH_LARGE_MPI:-1}" != 0 ]; then
 			# A run needs about 15 s; do not start one that cannot finish.
 			[ $((SECONDS + 20)) -ge $DEADLINE ] && break
 			mpi_run "$p0" -mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$p0" \
-				-mca btl '^openib' -x "FI_PROVIDER=$p0" -x FI_PROVIDER_PATH
+				-mca btl self -x "FI_PROVIDER=$p0" -x FI_PROVIDER_PATH
 			[ $((SECONDS + 20)) -ge $DEADLINE ] && break
 			mpi_run vader -mca pml ob1 -mca btl self,vader
 		done

@@ -14,6 +14,8 @@
 #   an IMB-style neighbour exchange at 2 ranks and at 4 ranks; then
 #   allreduce and the exchange of 64 KiB at 8 and 16 ranks, many more ranks
 #   than cores, which shows how well waiting ranks yield the CPU.
+# Start: how long a 2-rank job takes from mpirun to exit (one 4-byte
+#   allreduce in between), and how long its slowest rank spent in MPI_Init.
 #
 # Every figure is the best of BENCH_REPEAT mpirun runs (interference only
 # slows a run down).  Each table has opx/vader and opx/shm ratios and
@@ -78,17 +80,19 @@ SHM_PRELOAD=$BIN/fi_local_only_preload.so
 gcc -std=c11 -D_GNU_SOURCE -shared -fPIC -o "$SHM_PRELOAD" \
 	"$SRC_DIR/test/mpi/fi_local_only_preload.c" -lfabric -ldl 2>/dev/null || SHM_PRELOAD=
 
-# stack_args STACK: the mpirun options that select it (in ARGS).
+# stack_args STACK: the mpirun options that select it (in ARGS).  The
+# libfabric stacks get only the self BTL: pml cm does not use BTLs, and
+# Open MPI 4.1's ofi BTL, if opened, sleeps a second in MPI_Finalize.
 stack_args() {
 	case $1 in
 	vader) ARGS=(-mca pml ob1 -mca btl self,vader) ;;
 	shm)
-		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include shm -mca btl '^openib'
+		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include shm -mca btl self
 		      -x FI_PROVIDER=shm)
 		[ -n "$SHM_PRELOAD" ] && ARGS+=(-x "LD_PRELOAD=$SHM_PRELOAD")
 		;;
 	*)
-		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$1" -mca btl '^openib'
+		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$1" -mca btl self
 		      -x "FI_PROVIDER=$1" -x FI_PROVIDER_PATH)
 		;;
 	esac
@@ -136,15 +140,37 @@ coll_run() {
 	done < <(grep "^coll label=$st " "$out")
 }
 
+# start_run STACK: wall time of a minimal 2-rank job, and its MPI_Init.
+start_run() {
+	local st=$1 out=$tmp/start.$1 rc t0 t1 v
+	stack_args "$st"
+	t0=$(date +%s%N)
+	timeout -k 5 $MPI_TMO mpirun -np 2 --bind-to core "${MPI_ROOT[@]}" "${ARGS[@]}" \
+		"$BIN/mpi_collbench" -l "$st" -t 0.001 -T $((MPI_TMO - 10)) -o allreduce -s 4 \
+		>"$out" 2>&1
+	rc=$?
+	t1=$(date +%s%N)
+	if [ $rc -ne 0 ]; then
+		FAILURES+=("$st start: mpirun rc $rc: $(tail -n 1 "$out" | cut -c 1-100)")
+		return
+	fi
+	keep "$st/start/mpirun" min "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
+	v=$(sed -n 's/^start label=.* init_s=\([0-9.]*\).*/\1/p' "$out")
+	[ -n "$v" ] && keep "$st/start/MPI_Init" min "$(awk -v a="$v" 'BEGIN { printf "%.3f", a }')"
+}
+
 echo "opx MPI benchmark: $(uname -n), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Open MPI $(mpirun --version 2>/dev/null | head -n 1 | awk '{print $NF}'), stacks: ${STACKS[*]}, best of $REPEAT"
 echo "(opx = pml cm + mtl ofi + FI_PROVIDER=opx; vader = pml ob1 + btl vader; shm = libfabric shm via mtl ofi)"
 echo
-total=$((REPEAT * ${#STACKS[@]} * (1 + $(wc -w <<<"$NPS $OVERSUB"))))
+total=$((REPEAT * ${#STACKS[@]} * (2 + $(wc -w <<<"$NPS $OVERSUB"))))
 n=0
 for ((r = 0; r < REPEAT; r++)); do
 	for st in "${STACKS[@]}"; do
 		[ $SECONDS -ge $DEADLINE ] && break 2
+		n=$((n + 1))
+		echo "  [$n/$total] job start, $st, run $((r + 1))" >&2
+		start_run "$st"
 		n=$((n + 1))
 		echo "  [$n/$total] point to point, $st, run $((r + 1))" >&2
 		p2p_run "$st"
@@ -219,6 +245,8 @@ for np in $OVERSUB; do
 			min "$op/np$np/" "" 65536 "mpi-$op-np$np"
 	done
 done
+table "MPI job start, 2 ranks (mpirun to exit; the slowest rank's MPI_Init), seconds; lower is better" \
+	min "start/" "" "mpirun MPI_Init" mpi-start
 } | tee "$OUT/bench-mpi.txt"
 # The tee ran in a subshell: count the flags again from the saved tables.
 SLOWER=$(grep -c '< slower than vader' "$OUT/bench-mpi.txt")
