@@ -49,6 +49,19 @@ enum shim_seg_state {
 
 /* Remove the wake-up socket file of an abandoned context; its directory
  * was checked (ours, 0700) when that context bound it. */
+void shim_prefault(void *addr, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	/* bounded: a huge ring (FI_OPX_EAGER_RING_BYTES) faults in the rest
+	 * as it is used, instead of every peer paying for it at once */
+	(void)madvise(addr, len < SHIM_PREFAULT_MAX ? len : SHIM_PREFAULT_MAX,
+		      MADV_POPULATE_WRITE);
+#else
+	(void)addr;
+	(void)len;
+#endif
+}
+
 static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *ctl, uint32_t uid)
 {
 	struct sockaddr_un sun;
@@ -409,6 +422,7 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 		goto err_unlink;
 	}
 	ctx->map_len = seg_size;
+	shim_prefault(ctx->map, seg_size);
 	/* bind before ready: a peer may want to wake us as soon as it maps */
 	ret = shim_ctx_sock_bind(ctx, uid);
 	if (ret)

@@ -205,6 +205,14 @@ int shim_seg_lock_probe(int fd);
  * missing, refused (-EACCES) if a symlink, not a directory, or not ours. */
 int shim_wake_dir_check(uint32_t uid);
 
+/* Fault a shared mapping's pages in, writable, before the first packet
+ * needs them (shim_ctx.c): a process with many peers otherwise takes a
+ * page fault for each page of each ring on its first lap.  Best effort
+ * (kernels before 5.14 lack MADV_POPULATE_WRITE); at most the first
+ * SHIM_PREFAULT_MAX bytes. */
+#define SHIM_PREFAULT_MAX ((size_t)16 << 20) /* bytes faulted in per mapping */
+void shim_prefault(void *addr, size_t len);
+
 /* Claim slots (shim_claim.c): register in the mapped peer's claim table
  * (fd: the segment, kept open to hold the slot's lock), and leave it. */
 int shim_claim_register(struct shim_peer_priv *pp, int fd);

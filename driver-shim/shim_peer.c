@@ -222,6 +222,7 @@ int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
 		ret = -errno;
 	if (ret)
 		goto err_unmap;
+	shim_prefault(ctl, len);
 
 	pp = calloc(1, sizeof(*pp));
 	if (!pp) {
