@@ -126,8 +126,7 @@ static void opx_params_define(void)
 			"Largest (multi-packet) eager message; larger ones use rendezvous "
 			"(single copy with Cross Memory Attach). 1..EAGER_RING_BYTES/4 and at "
 			"most HDRQ_ENTRIES/4 packets; a receiver's smaller limit wins "
-			"(default: %zu; the largest allowed when more ranks than CPUs run on "
-			"the host, see SPIN_COUNT)",
+			"(default: %zu)",
 			OPX_DEF_EAGER_MAX);
 	fi_param_define(&opx_prov, "UX_MAX_BYTES", FI_PARAM_SIZE_T,
 			"Bound on unexpected message payload buffered per endpoint (default: %zu)",
@@ -412,13 +411,10 @@ static long opx_local_ranks(void)
 }
 
 /* More ranks than CPUs: a waiting rank should give its CPU away soon, and
- * a message should need the other process running as little as possible:
- * no split copy (it needs both at once), and eager up to the largest
- * allowed size (the sender copies and moves on, where a rendezvous waits
- * for the receiver to be scheduled, pull, and answer).  Only the defaults
- * change: FI_OPX_SPIN_COUNT, FI_OPX_RNDV_SPLIT and FI_OPX_EAGER_MAX, when
- * set, win.  eager_cap: the largest eager size the ring allows. */
-static void opx_params_oversub(struct opx_params *p, size_t eager_cap)
+ * a rendezvous should not need both processes running at once (the split
+ * copy does).  Only the defaults change: FI_OPX_SPIN_COUNT and
+ * FI_OPX_RNDV_SPLIT, when set, win. */
+static void opx_params_oversub(struct opx_params *p)
 {
 	long ranks = opx_local_ranks(), cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -427,11 +423,10 @@ static void opx_params_oversub(struct opx_params *p, size_t eager_cap)
 		return;
 	p->spin_count = OPX_OVERSUB_SPIN_COUNT;
 	p->rndv_split = 0;
-	p->eager_max = eager_cap;
 	OPX_INFO(FI_LOG_CORE,
-		 "%ld ranks on %ld CPUs: oversubscribed, spin count %d, no split copy and "
-		 "eager up to %zu bytes unless set\n",
-		 ranks, cpus, OPX_OVERSUB_SPIN_COUNT, eager_cap);
+		 "%ld ranks on %ld CPUs: oversubscribed, spin count %d and no split copy "
+		 "unless set\n",
+		 ranks, cpus, OPX_OVERSUB_SPIN_COUNT);
 }
 
 /* A percentage ("1", "0.5") as parts per million; warns and keeps 0 on
@@ -500,7 +495,6 @@ static void opx_params_load(void)
 		eager_cap = p->hdrq_entries / 4 * p->mtu;
 	if (p->eager_max > eager_cap)
 		p->eager_max = eager_cap;
-	opx_params_oversub(p, eager_cap);
 	opx_param_size("EAGER_MAX", &p->eager_max, 1, eager_cap, false);
 	/* fi_inject promises the buffer is reusable on return, which only an
 	 * eager send (copied into the peer's ring) keeps: inject_size never
@@ -520,6 +514,7 @@ static void opx_params_load(void)
 		p->jkey = opx_jkey_derive(&p->jkey_src);
 	OPX_INFO(FI_LOG_CORE, "job key 0x%04x from %s\n", (unsigned int)p->jkey,
 		 opx_jkey_src_name(p->jkey_src));
+	opx_params_oversub(p);
 	opx_param_int("SPIN_COUNT", &p->spin_count, 0, OPX_MAX_SPIN_COUNT);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);

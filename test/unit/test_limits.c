@@ -333,16 +333,15 @@ static int tl_child_oversub(void)
 {
 	const char *want = getenv("TL_EXPECT");
 	int spin, over;
-	size_t split, eager;
+	size_t split;
 
 	fx_prov();
-	if (!want || sscanf(want, "%d %zu %d %zu", &spin, &split, &over, &eager) != 4)
+	if (!want || sscanf(want, "%d %zu %d", &spin, &split, &over) != 3)
 		TL_FAIL(2, "TL_EXPECT missing\n");
 	if (opx_env.spin_count != spin || opx_env.rndv_split != split ||
-	    opx_env.oversubscribed != (over != 0) || opx_env.eager_max != eager)
-		TL_FAIL(3, "spin %d split %zu oversubscribed %d eager %zu, expected %s\n",
-			opx_env.spin_count, opx_env.rndv_split, opx_env.oversubscribed,
-			opx_env.eager_max, want);
+	    opx_env.oversubscribed != (over != 0))
+		TL_FAIL(3, "spin %d split %zu oversubscribed %d, expected %s\n", opx_env.spin_count,
+			opx_env.rndv_split, opx_env.oversubscribed, want);
 	return 0;
 }
 
@@ -425,19 +424,12 @@ static void test_params_oversub(void **state)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	char over[64], fit[64], hydra[64];
-	/* spin count, split size, oversubscribed, eager limit (defaults: ring
-	 * 256 KiB, so the largest eager message allowed is 64 KiB) */
-	const char *c_over[] = {over, "TL_EXPECT=200 0 1 65536", NULL};
-	const char *c_fit[] = {fit, "TL_EXPECT=1000 65536 0 8192", NULL};
-	const char *c_set[] = {hydra, "FI_OPX_SPIN_COUNT=7", "TL_EXPECT=7 0 1 65536", NULL};
-	const char *c_split[] = {over, "FI_OPX_RNDV_SPLIT=4096", "TL_EXPECT=200 4096 1 65536",
-				 NULL};
-	const char *c_eager[] = {over, "FI_OPX_EAGER_MAX=4096", "TL_EXPECT=200 0 1 4096", NULL};
-	const char *c_ring[] = {over, "FI_OPX_EAGER_RING_BYTES=131072",
-				"TL_EXPECT=200 0 1 32768", NULL};
-	const char *c_junk[] = {"OMPI_COMM_WORLD_LOCAL_SIZE=lots", "TL_EXPECT=1000 65536 0 8192",
-				NULL};
-	const char *const *cases[] = {c_over, c_fit, c_set, c_split, c_eager, c_ring, c_junk};
+	const char *c_over[] = {over, "TL_EXPECT=200 0 1", NULL};
+	const char *c_fit[] = {fit, "TL_EXPECT=1000 65536 0", NULL};
+	const char *c_set[] = {hydra, "FI_OPX_SPIN_COUNT=7", "TL_EXPECT=7 0 1", NULL};
+	const char *c_split[] = {over, "FI_OPX_RNDV_SPLIT=4096", "TL_EXPECT=200 4096 1", NULL};
+	const char *c_junk[] = {"OMPI_COMM_WORLD_LOCAL_SIZE=lots", "TL_EXPECT=1000 65536 0", NULL};
+	const char *const *cases[] = {c_over, c_fit, c_set, c_split, c_junk};
 
 	(void)state;
 	assert_true(cpus > 0);
