@@ -47,8 +47,6 @@ enum shim_seg_state {
 	SHIM_SEG_SQUATTED, /* not ours (other uid, symlink, not a file): skip */
 };
 
-/* Remove the wake-up socket file of an abandoned context; its directory
- * was checked (ours, 0700) when that context bound it. */
 void shim_prefault(void *addr, size_t len)
 {
 #ifdef MADV_POPULATE_WRITE
@@ -62,6 +60,8 @@ void shim_prefault(void *addr, size_t len)
 #endif
 }
 
+/* Remove the wake-up socket file of an abandoned context; its directory
+ * was checked (ours, 0700) when that context bound it. */
 static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *ctl, uint32_t uid)
 {
 	struct sockaddr_un sun;

@@ -238,7 +238,7 @@ static long t_rss(const void *addr)
 
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%lx-%lx ", &start, &end) == 2 && strchr(line, '-') < strchr(line, ' '))
+		if (sscanf(line, "%lx-%lx ", &start, &end) == 2)
 			in = start == (unsigned long)(uintptr_t)addr;
 		else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
 			break;
@@ -475,9 +475,6 @@ static void test_ring_hdrq_full(void **state)
 	t_pair_close(&t);
 }
 
-/* shim_rx_consume returns credits in batches: a full ring stays full
- * until SHIM_CREDIT_BATCH entries were consumed or the consumer flushes,
- * and shim_rx_release (consume + flush) returns them at once. */
 /* A context's own segment and a peer's mapping of it are faulted in when
  * they are opened, not one page at a time by the first packets (a rank
  * with many peers on few cores spent its first few hundred collectives
@@ -485,18 +482,23 @@ static void test_ring_hdrq_full(void **state)
 static void test_ring_prefaulted(void **state)
 {
 	struct t_pair t;
+	size_t want;
+#ifdef MADV_POPULATE_WRITE
 	long page = sysconf(_SC_PAGESIZE);
 	void *probe = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
 			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	size_t want;
 
 	(void)state;
 	assert_true(probe != MAP_FAILED);
-	if (madvise(probe, (size_t)page, 23 /* MADV_POPULATE_WRITE */)) {
+	if (madvise(probe, (size_t)page, MADV_POPULATE_WRITE)) {
 		munmap(probe, (size_t)page);
 		skip(); /* kernel before 5.14: best effort does nothing */
 	}
 	munmap(probe, (size_t)page);
+#else
+	(void)state;
+	skip(); /* headers without it: the shim does not prefault */
+#endif
 	t_pair_open(&t);
 	want = t.peer->map_len < SHIM_PREFAULT_MAX ? t.peer->map_len : SHIM_PREFAULT_MAX;
 	assert_true(t_rss(t.peer->ctl) >= (long)want);
@@ -505,6 +507,9 @@ static void test_ring_prefaulted(void **state)
 	t_pair_close(&t);
 }
 
+/* shim_rx_consume returns credits in batches: a full ring stays full
+ * until SHIM_CREDIT_BATCH entries were consumed or the consumer flushes,
+ * and shim_rx_release (consume + flush) returns them at once. */
 static void test_ring_credit_batch(void **state)
 {
 	struct t_pair t;
