@@ -96,8 +96,9 @@
 /* Resolve a remote access at the target: key, then [addr, addr+len)
  * inside the region, then access rights (need: FI_REMOTE_READ and/or
  * FI_REMOTE_WRITE).  On success *out holds the local pieces (*outcnt of
- * them, at most OPX_IOV_LIMIT) and *mrp (if not NULL) the region.  Returns 0, -FI_EACCES (no such key,
- * missing permission) or -FI_EINVAL (outside the region).  Lock held. */
+ * them, at most OPX_IOV_LIMIT) and *mrp (if not NULL) the region.
+ * Returns 0, -FI_EACCES (no such key, missing permission) or -FI_EINVAL
+ * (outside the region).  Lock held. */
 int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len,
 			  uint64_t need, struct iovec *out, size_t *outcnt, struct opx_mr **mrp);
 /* Whether remote addresses are virtual addresses (FI_MR_VIRT_ADDR or

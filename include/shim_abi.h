@@ -718,7 +718,8 @@ static inline struct shim_rhq_entry *shim_rx_peek(struct shim_rx *rx)
 
 /* Payload pointer of an entry, or NULL if its eager index/length fall
  * outside the eager ring (the caller drops and counts the packet). */
-static inline const uint8_t *shim_rx_payload(const struct shim_rx *rx, const struct shim_rhq_entry *e)
+static inline const uint8_t *shim_rx_payload(const struct shim_rx *rx,
+					     const struct shim_rhq_entry *e)
 {
 	if (!(e->rhf & SHIM_RHF_EGR))
 		return e->hdr.paylen <= SHIM_INLINE_MAX ? e->hdr.p.inl : NULL;

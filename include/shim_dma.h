@@ -85,7 +85,8 @@ int shim_sdma_open(struct shim_ctx *ctx, uint32_t ring_size, struct shim_sdma **
 void shim_sdma_close(struct shim_sdma *eng);
 /* The request is copied; the iov buffers must stay valid until reaped.
  * The peer must stay open until the request is reaped. */
-int shim_sdma_submit(struct shim_sdma *eng, struct shim_peer *peer, const struct shim_sdma_req *req);
+int shim_sdma_submit(struct shim_sdma *eng, struct shim_peer *peer,
+		     const struct shim_sdma_req *req);
 /* Push what credits allow; returns packets published (>= 0). */
 int shim_sdma_progress(struct shim_sdma *eng);
 /* 1 with *cookie and *status (0 or -errno) when a request finished, else 0. */

@@ -263,8 +263,9 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 	ssize_t rc;
 
 	OPX_EP_LOCK(ep);
-	/* a peek answers from what arrived: let it arrive first */
-	if (__builtin_expect(flags & FI_PEEK, 0) && ep->enabled)
+	/* a peek answers from what arrived: let it arrive first (progress
+	 * does nothing on an endpoint not enabled yet) */
+	if (__builtin_expect(flags & FI_PEEK, 0))
 		opx_ep_progress_locked(ep);
 	rc = opx_ep_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);

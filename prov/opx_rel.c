@@ -212,8 +212,8 @@ static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, const struct
 
 /* In order: into the receive ring.  -FI_EAGAIN when the ring is full
  * (the packet stays where it is and is tried again). */
-static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
-			   uint64_t now)
+static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f,
+			   const struct shim_udp_pkt *pkt, uint64_t now)
 {
 	int rc = shim_udp_deliver(ep->shim, pkt);
 
