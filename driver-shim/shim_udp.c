@@ -17,8 +17,10 @@
  * packets of a multi-packet eager message are handed to the receive ring
  * together, once all have arrived (shim_udp_deliver_n).
  *
- * Receive side.  shim_udp_recv() takes a batch of datagrams (recvmmsg)
- * and validates each before anything else looks at it: length, magic
+ * Receive side.  shim_udp_recv() takes one datagram (recvmsg) or, once
+ * datagrams come back to back, a batch (recvmmsg): an empty recvmmsg
+ * costs twice an empty recvmsg, and a polling receiver mostly finds
+ * nothing.  It validates each before anything else looks at it: length, magic
  * and version, CRC32C (headers, then the three-lane variant over the
  * payload), job key, destination session, a source session that is not
  * a previous life of the sender.
@@ -179,10 +181,16 @@ static struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip,
 
 static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 {
-	uint64_t now = shim_udp_now(), app = atomic_load_explicit(&u->app_ns, memory_order_relaxed);
+	uint64_t now = shim_udp_now(), polls = atomic_load_explicit(&u->app_polls, memory_order_relaxed);
 
-	/* app 0: the owner never polled (a shim-level user, tests): not ours */
-	if (!app || now - app < SHIM_UDP_WD_IDLE_NS)
+	/* the owner counts its polls (a clock read on each would cost every
+	 * poll); standing still since the last tick that saw it move means
+	 * idle.  0: the owner never polled (a shim-level user, tests) */
+	if (polls != u->wd_polls) {
+		u->wd_polls = polls;
+		u->wd_polls_ns = now;
+	}
+	if (!polls || now - u->wd_polls_ns < SHIM_UDP_WD_IDLE_NS)
 		return;
 	pthread_mutex_lock(&u->lock);
 	for (struct shim_udp_link *l = u->links; l; l = l->all_next) {
@@ -195,7 +203,7 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 		/* an ack repeated for a peer resending, or a keepalive:
 		 * this process lives even while it does not progress */
 		if ((unread && p->udp_ack) ||
-		    now - atomic_load_explicit(&l->tx_ns, memory_order_relaxed) >
+		    shim_udp_since(now, atomic_load_explicit(&l->tx_ns, memory_order_relaxed)) >
 			    SHIM_UDP_KEEPALIVE_NS)
 			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);
 		if (head == sent || head != l->wd_acked) {
@@ -545,7 +553,7 @@ static void shim_udp_link_mtu(struct shim_udp_link *l, uint16_t blocks)
 /* The flow of a validated datagram's source: found, learned, restarted
  * or created.  NULL: drop (a previous life's straggler, no memory). */
 static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct sockaddr_in *from,
-					     const struct shim_udp_hdr *uh)
+					     const struct shim_udp_hdr *uh, uint64_t now)
 {
 	struct shim_udp_link *l = shim_udp_link_find(u, from->sin_addr.s_addr, from->sin_port);
 
@@ -566,7 +574,7 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 		else
 			l->remote_nonce = uh->src_nonce;
 	}
-	atomic_store_explicit(&l->rx_ns, shim_udp_now(), memory_order_relaxed);
+	atomic_store_explicit(&l->rx_ns, now, memory_order_relaxed);
 	shim_udp_link_mtu(l, uh->src_mtu);
 	if (l->learned.nonce != uh->src_nonce || !l->learned.lid) {
 		l->learned.host_id = uh->src_host;
@@ -586,6 +594,7 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 {
 	struct shim_udp *u = ctx ? ctx->udp : NULL;
+	uint64_t now = 0;
 	int n, got = 0;
 
 	if (!u || !pkts || max <= 0)
@@ -597,9 +606,27 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 	for (int i = 0; i < u->rx_filled; i++)
 		u->msgs[i].msg_hdr.msg_namelen = sizeof(u->from[i]);
 	if (u->wd_running)
-		atomic_store_explicit(&u->app_ns, shim_udp_now(), memory_order_relaxed);
-	n = recvmmsg(u->fd, u->msgs, (unsigned int)max, MSG_DONTWAIT, NULL);
+		atomic_store_explicit(&u->app_polls,
+				      atomic_load_explicit(&u->app_polls, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	if (u->rx_batch) {
+		n = recvmmsg(u->fd, u->msgs, (unsigned int)max, MSG_DONTWAIT, NULL);
+		u->rx_batch = n > 1;
+	} else {
+		ssize_t len = recvmsg(u->fd, &u->msgs[0].msg_hdr, MSG_DONTWAIT);
+
+		n = len < 0 ? -1 : 1;
+		if (len >= 0)
+			u->msgs[0].msg_len = (unsigned int)len;
+		u->rx_hits = len >= 0 ? u->rx_hits + 1 : 0;
+		if (u->rx_hits >= SHIM_UDP_BATCH_AFTER && max > 1) {
+			u->rx_batch = true;
+			u->rx_hits = 0;
+		}
+	}
 	u->rx_filled = n > 0 ? n : 0;
+	if (n > 0)
+		now = shim_udp_now(); /* one clock read for the batch */
 	for (int i = 0; i < n; i++) {
 		struct shim_udp_pkt *pkt = &pkts[got];
 		struct shim_udp_link *l;
@@ -612,7 +639,7 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 		}
 		if (!shim_udp_valid(u, u->iovs[i].iov_base, u->msgs[i].msg_len, pkt))
 			continue;
-		l = shim_udp_source(u, &u->from[i], &pkt->uh);
+		l = shim_udp_source(u, &u->from[i], &pkt->uh, now);
 		if (!l)
 			continue;
 		pkt->peer = &l->pp.pub;

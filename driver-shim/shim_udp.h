@@ -16,6 +16,7 @@
 #include "shim_internal.h"
 
 #define SHIM_UDP_BATCH 16u
+#define SHIM_UDP_BATCH_AFTER 2u
 /* Bytes of a DATA datagram before its payload. */
 #define SHIM_UDP_HDRS (sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
 #define SHIM_UDP_HASH 256u
@@ -98,6 +99,11 @@ struct shim_udp {
 	struct iovec iovs[SHIM_UDP_BATCH];
 	struct sockaddr_in from[SHIM_UDP_BATCH];
 	int rx_filled;              /* msgs[] entries the last recvmmsg filled */
+	/* Receive one datagram per call (recvmsg: an empty poll costs half
+	 * an empty recvmmsg) until SHIM_UDP_BATCH_AFTER calls in a row found
+	 * one, then batches (recvmmsg) while a call takes more than one. */
+	bool rx_batch;
+	uint32_t rx_hits;
 	struct shim_udp_stats st;
 	/* The watchdog (see shim_udp_watchdog): a thread started with the
 	 * first flow.  lock orders it against the send-ring release, link
@@ -108,7 +114,9 @@ struct shim_udp {
 	pid_t wd_pid;            /* the process the thread runs in (fork) */
 	int wd_pipe[2];
 	struct shim_udp *wd_next; /* shim_udp_wd_list */
-	_Atomic uint64_t app_ns; /* the owner's last receive poll */
+	_Atomic uint64_t app_polls; /* the owner's receive polls */
+	uint64_t wd_polls;          /* the watchdog's last look at it ... */
+	uint64_t wd_polls_ns;       /* ... and when it last moved */
 };
 
 static inline uint32_t shim_udp_hash(uint32_t ip, uint16_t port)

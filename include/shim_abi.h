@@ -551,6 +551,12 @@ void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *
 /* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's
  * creation before any) and to it (0: none yet). */
 void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint64_t *tx_ns);
+/* now - then, 0 when then is later: a stamp taken after the caller read
+ * its clock (or by another thread) must not wrap an unsigned age. */
+static inline uint64_t shim_udp_since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
 /* Keepalive period: a flow silent this long on our side gets an ack. */
 #define SHIM_UDP_KEEPALIVE_NS 1000000000ull
 /* The peer stopped answering: shim_peer_alive() says false from now on

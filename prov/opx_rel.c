@@ -403,14 +403,16 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	 * timeout means it died, whichever side waits for whom. */
 	shim_udp_times(peer, &rx_ns, &tx_ns);
 	if (shim_peer_alive(peer) &&
-	    now - rx_ns > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
+	    shim_udp_since(now, rx_ns) > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
 		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
 			 peer->lid, peer->ctx, opx_env.peer_timeout);
 		shim_udp_fail(peer);
 		ep->rel.peers_dead++;
 		return;
 	}
-	if (now - tx_ns > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
+	/* since, not a difference: an ack just sent above stamped tx_ns
+	 * after now was read, and the wrapped age sent a second one */
+	if (shim_udp_since(now, tx_ns) > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
 		opx_rel_ack(ep, peer, f);
 
 	shim_udp_tx_state(peer, &acked, &sent);

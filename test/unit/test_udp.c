@@ -216,6 +216,53 @@ static void test_udp_exchange(void **state)
 	t_pair_close(&t);
 }
 
+/* A polling receiver takes one datagram per call while they come one at
+ * a time, a batch once they queue up (SHIM_UDP_BATCH_AFTER calls in a row
+ * found one), and one again when a batch call finds at most one; nothing
+ * is lost or reordered across the switches. */
+static void test_udp_recv_modes(void **state)
+{
+	struct shim_udp_pkt pkts[16];
+	uint32_t next = 0;
+	int calls = 0, singles = 0, batches = 0, k = 0;
+	struct t_pair t;
+	double end;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	for (uint32_t s = 0; s < 64; s++)
+		assert_int_equal(t_send_len(t.to_b, s, 8), 0);
+	end = t_now() + 10.0;
+	while (next < 64 && t_now() < end) {
+		k = shim_udp_recv(t.b, pkts, 16);
+		if (k <= 0)
+			continue;
+		calls++;
+		if (calls <= (int)SHIM_UDP_BATCH_AFTER)
+			assert_int_equal(k, 1); /* the first ones: one at a time */
+		k > 1 ? batches++ : singles++;
+		for (int i = 0; i < k; i++) {
+			t_check(&pkts[i]);
+			assert_int_equal(pkts[i].uh.psn, next);
+			next++;
+		}
+	}
+	assert_int_equal(next, 64);
+	assert_true(batches > 0);
+	/* drained: a batch call found nothing, the next call is single */
+	assert_int_equal(shim_udp_recv(t.b, pkts, 16), 0);
+	assert_false(t.b->udp->rx_batch);
+	assert_int_equal(t_send_len(t.to_b, 64, 8), 0);
+	end = t_now() + 5.0;
+	while ((k = shim_udp_recv(t.b, pkts, 16)) == 0 && t_now() < end)
+		;
+	assert_int_equal(k, 1);
+	assert_int_equal(pkts[0].uh.psn, 64);
+	assert_int_equal(shim_udp_since(5, 7), 0);
+	assert_int_equal(shim_udp_since(7, 5), 2);
+	t_pair_close(&t);
+}
+
 /* A link sends datagrams a 1500-byte path carries until the peer tells
  * how large a one it takes (every datagram says), then min(ours, its). */
 static void test_udp_mtu_learned(void **state)
@@ -500,6 +547,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
+		cmocka_unit_test(test_udp_recv_modes),
 		cmocka_unit_test(test_udp_mtu_learned),
 		cmocka_unit_test(test_udp_no_cma),
 		cmocka_unit_test(test_udp_unload),
