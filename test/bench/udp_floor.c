@@ -6,7 +6,13 @@
  * run (scripts/bench-hosts.sh).
  *
  *   server:  udp_floor -s [-p PORT] [-T SECS]
- *   client:  udp_floor -c HOST [-p PORT] [-n N] [-W N] [-S SIZE] [-T SECS]
+ *   client:  udp_floor -c HOST [-p PORT] [-n N] [-W N] [-S SIZE] [-T SECS] [-u]
+ *
+ * The client connects its socket to the server (the kernel then keeps
+ * the route, and finds the socket of an arriving datagram by early demux
+ * without a route lookup); with -u it does not, and names the server in
+ * every sendto like the server does for its answer: what a transport
+ * with one socket for many peers (opx's udp wire, libfabric's udp) pays.
  *
  * The server echoes every datagram back to its sender.  The client sends
  * SIZE bytes (default 8), waits for the echo and repeats: -W round trips
@@ -64,6 +70,7 @@ struct uf_opts {
 	unsigned long warmup;
 	unsigned long size;
 	unsigned long timeout_s;
+	int unconnected;
 };
 
 static uint64_t uf_now_ns(void)
@@ -78,12 +85,13 @@ static void uf_usage(void)
 {
 	fprintf(stderr,
 		"usage: udp_floor -s [-p PORT] [-T SECS]\n"
-		"       udp_floor -c HOST [-p PORT] [-n N] [-W N] [-S SIZE] [-T SECS]\n"
+		"       udp_floor -c HOST [-p PORT] [-n N] [-W N] [-S SIZE] [-T SECS] [-u]\n"
 		"  -p PORT   UDP port (default %d)\n"
 		"  -n N      measured round trips (default 20000)\n"
 		"  -W N      warm-up round trips (default 1000)\n"
 		"  -S SIZE   datagram payload in bytes, 4..%d (default 8)\n"
-		"  -T SECS   time limit of the whole run (default 30)\n",
+		"  -T SECS   time limit of the whole run (default 30)\n"
+		"  -u        client: do not connect, name the server in each sendto\n",
 		UF_DEFAULT_PORT, UF_MAX_SIZE);
 }
 
@@ -192,8 +200,9 @@ static int uf_cmp_double(const void *a, const void *b)
 /* One round trip of sequence number seq.  Returns the round-trip time in
  * ns of the last send (0 when it needed a resend: left out of the
  * figures), or UINT64_MAX at the deadline or on an error. */
-static uint64_t uf_round_trip(int fd, unsigned char *tx, unsigned char *rx, size_t size,
-			      uint32_t seq, uint64_t deadline, unsigned long *lost)
+static uint64_t uf_round_trip(int fd, const struct sockaddr *to, socklen_t tolen, unsigned char *tx,
+			      unsigned char *rx, size_t size, uint32_t seq, uint64_t deadline,
+			      unsigned long *lost)
 {
 	uint64_t t0, now;
 	int resent = 0;
@@ -204,7 +213,7 @@ static uint64_t uf_round_trip(int fd, unsigned char *tx, unsigned char *rx, size
 	for (;;) {
 		/* ECONNREFUSED: an earlier datagram met no socket (ICMP port
 		 * unreachable); the timeout below sends again. */
-		if (send(fd, tx, size, 0) != (ssize_t)size && errno != ECONNREFUSED &&
+		if (sendto(fd, tx, size, 0, to, tolen) != (ssize_t)size && errno != ECONNREFUSED &&
 		    errno != EAGAIN && errno != ENOBUFS && errno != EINTR) {
 			perror("udp_floor: send");
 			return UINT64_MAX;
@@ -239,6 +248,8 @@ static int uf_client(const struct uf_opts *o)
 	unsigned long lost = 0, i, k = 0;
 	uint64_t deadline = uf_now_ns() + o->timeout_s * 1000000000ULL, t;
 	double sum = 0;
+	struct sockaddr_in to;
+	socklen_t tolen = 0;
 	int fd, rc;
 
 	memset(&hints, 0, sizeof(hints));
@@ -251,10 +262,14 @@ static int uf_client(const struct uf_opts *o)
 		return 1;
 	}
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen)) {
+	if (fd < 0 || (!o->unconnected && connect(fd, res->ai_addr, res->ai_addrlen))) {
 		perror("udp_floor: socket/connect");
 		freeaddrinfo(res);
 		return 1;
+	}
+	if (o->unconnected) {
+		memcpy(&to, res->ai_addr, sizeof(to));
+		tolen = sizeof(to);
 	}
 	freeaddrinfo(res);
 	tx = calloc(1, o->size);
@@ -265,7 +280,8 @@ static int uf_client(const struct uf_opts *o)
 		return 1;
 	}
 	for (i = 0; i < o->warmup + o->iters; i++) {
-		t = uf_round_trip(fd, tx, rx, o->size, (uint32_t)i, deadline, &lost);
+		t = uf_round_trip(fd, tolen ? (const struct sockaddr *)&to : NULL, tolen, tx, rx,
+				  o->size, (uint32_t)i, deadline, &lost);
 		if (t == UINT64_MAX) {
 			fprintf(stderr,
 				"udp_floor: no answer to round trip %lu of %lu within the time limit "
@@ -281,7 +297,7 @@ static int uf_client(const struct uf_opts *o)
 	}
 	uf_put_seq(tx, UF_QUIT);
 	for (i = 0; i < UF_QUIT_SENDS; i++)
-		(void)send(fd, tx, o->size, 0);
+		(void)sendto(fd, tx, o->size, 0, tolen ? (const struct sockaddr *)&to : NULL, tolen);
 	if (!k) {
 		fprintf(stderr, "udp_floor: every measured round trip needed a resend\n");
 		return 1;
@@ -291,8 +307,9 @@ static int uf_client(const struct uf_opts *o)
 		double med = k % 2 ? rtt[k / 2] : (rtt[k / 2 - 1] + rtt[k / 2]) / 2;
 
 		printf("udp_floor size=%lu one_way_us=%.2f rtt_median_us=%.2f rtt_mean_us=%.2f "
-		       "rtt_min_us=%.2f iters=%lu lost=%lu\n",
-		       o->size, med / 2, med, sum / (double)k, rtt[0], k, lost);
+		       "rtt_min_us=%.2f iters=%lu lost=%lu%s\n",
+		       o->size, med / 2, med, sum / (double)k, rtt[0], k, lost,
+		       o->unconnected ? " unconnected=1" : "");
 	}
 	free(rtt);
 	free(rx);
@@ -309,9 +326,10 @@ int main(int argc, char **argv)
 	};
 	int c;
 
-	while ((c = getopt(argc, argv, "sc:p:n:W:S:T:h")) != -1) {
+	while ((c = getopt(argc, argv, "sc:p:n:W:S:T:uh")) != -1) {
 		switch (c) {
 		case 's': o.server = 1; break;
+		case 'u': o.unconnected = 1; break;
 		case 'c': o.host = optarg; break;
 		case 'p':
 			if (uf_parse_ul(optarg, "port", 1, 65535, &o.port))
