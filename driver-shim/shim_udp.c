@@ -615,13 +615,16 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 	} else {
 		ssize_t len = recvmsg(u->fd, &u->msgs[0].msg_hdr, MSG_DONTWAIT);
 
-		n = len < 0 ? -1 : 1;
-		if (len >= 0)
-			u->msgs[0].msg_len = (unsigned int)len;
-		u->rx_hits = len >= 0 ? u->rx_hits + 1 : 0;
-		if (u->rx_hits >= SHIM_UDP_BATCH_AFTER && max > 1) {
-			u->rx_batch = true;
+		if (len < 0) {
+			n = -1;
 			u->rx_hits = 0;
+		} else {
+			n = 1;
+			u->msgs[0].msg_len = (unsigned int)len;
+			if (++u->rx_hits >= SHIM_UDP_BATCH_AFTER && max > 1) {
+				u->rx_batch = true;
+				u->rx_hits = 0;
+			}
 		}
 	}
 	u->rx_filled = n > 0 ? n : 0;

@@ -98,7 +98,7 @@ struct shim_udp {
 	struct mmsghdr msgs[SHIM_UDP_BATCH];
 	struct iovec iovs[SHIM_UDP_BATCH];
 	struct sockaddr_in from[SHIM_UDP_BATCH];
-	int rx_filled;              /* msgs[] entries the last recvmmsg filled */
+	int rx_filled;              /* msgs[] entries the last receive call filled */
 	/* Receive one datagram per call (recvmsg: an empty poll costs half
 	 * an empty recvmmsg) until SHIM_UDP_BATCH_AFTER calls in a row found
 	 * one, then batches (recvmmsg) while a call takes more than one. */

@@ -410,8 +410,8 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		ep->rel.peers_dead++;
 		return;
 	}
-	/* since, not a difference: an ack just sent above stamped tx_ns
-	 * after now was read, and the wrapped age sent a second one */
+	/* since, not a difference: an ack opx_rel_timers sent just before
+	 * stamped tx_ns after now was read, and a wrapped age sent another */
 	if (shim_udp_since(now, tx_ns) > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
 		opx_rel_ack(ep, peer, f);
 

@@ -249,6 +249,7 @@ static int uf_client(const struct uf_opts *o)
 	uint64_t deadline = uf_now_ns() + o->timeout_s * 1000000000ULL, t;
 	double sum = 0;
 	struct sockaddr_in to;
+	const struct sockaddr *dst = NULL; /* NULL: connected */
 	socklen_t tolen = 0;
 	int fd, rc;
 
@@ -269,6 +270,7 @@ static int uf_client(const struct uf_opts *o)
 	}
 	if (o->unconnected) {
 		memcpy(&to, res->ai_addr, sizeof(to));
+		dst = (const struct sockaddr *)&to;
 		tolen = sizeof(to);
 	}
 	freeaddrinfo(res);
@@ -280,8 +282,7 @@ static int uf_client(const struct uf_opts *o)
 		return 1;
 	}
 	for (i = 0; i < o->warmup + o->iters; i++) {
-		t = uf_round_trip(fd, tolen ? (const struct sockaddr *)&to : NULL, tolen, tx, rx,
-				  o->size, (uint32_t)i, deadline, &lost);
+		t = uf_round_trip(fd, dst, tolen, tx, rx, o->size, (uint32_t)i, deadline, &lost);
 		if (t == UINT64_MAX) {
 			fprintf(stderr,
 				"udp_floor: no answer to round trip %lu of %lu within the time limit "
@@ -297,7 +298,7 @@ static int uf_client(const struct uf_opts *o)
 	}
 	uf_put_seq(tx, UF_QUIT);
 	for (i = 0; i < UF_QUIT_SENDS; i++)
-		(void)sendto(fd, tx, o->size, 0, tolen ? (const struct sockaddr *)&to : NULL, tolen);
+		(void)sendto(fd, tx, o->size, 0, dst, tolen);
 	if (!k) {
 		fprintf(stderr, "udp_floor: every measured round trip needed a resend\n");
 		return 1;
