@@ -276,7 +276,6 @@ void opx_pset_free(struct opx_pset *ps);
 int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep);
 bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep);
 void opx_pset_progress_locked(struct opx_pset *ps);
-void opx_pset_progress_wire_locked(struct opx_pset *ps, bool wire);
 /* Block until done(arg) is true or timeout_ms (<0: forever) passes,
  * progressing the set; spins, then yields, then sleeps on the endpoints'
  * wait fds in bounded slices.  Called and returns with lock held.
@@ -424,9 +423,6 @@ int opx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
 		void *context);
 void opx_ep_progress_locked(struct opx_ep *ep);
-/* The same step; wire false leaves the udp socket for the next call
- * (everything already received is still drained). */
-void opx_ep_progress_wire_locked(struct opx_ep *ep, bool wire);
 int opx_ep_wait_fd(const struct opx_ep *ep);
 int opx_ep_sleep_arm(struct opx_ep *ep);  /* -FI_EAGAIN if work is pending */
 void opx_ep_sleep_disarm(struct opx_ep *ep);

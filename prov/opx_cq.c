@@ -64,8 +64,6 @@ struct opx_cq_priv {
 	uint64_t overruns; /* completions reported as FI_EOVERRUN errors */
 	int sig_fd;       /* FI_WAIT_FD: eventfd in the epoll set, for fi_cq_signal */
 	_Atomic int sig_fd_written;
-	bool hit;         /* the last read returned completions */
-	bool skipped;     /* ... and the one after it left the socket alone */
 	char err_data[OPX_CQ_ERR_DATA_MAX]; /* provider-owned err_data (readerr) */
 };
 
@@ -261,18 +259,10 @@ static ssize_t opx_cq_avail_locked(struct opx_cq *cq)
 }
 
 /* Housekeeping every read does before looking at entries: undo a
- * trywait's arming, drain a consumed fi_cq_signal, then progress.
- *
- * A read right after one that returned completions leaves the udp socket
- * alone (it still drains what was received): MPI libraries read until
- * -FI_EAGAIN, and that last read's empty receive call (a system call,
- * about 1.5 us on these VMs) sat between a message's arrival and the
- * application's answer.  The read after it polls the socket again,
- * whatever the skipping read found. */
+ * trywait's arming, drain a consumed fi_cq_signal, then progress. */
 static void opx_cq_enter_read_locked(struct opx_cq *cq)
 {
 	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
-	bool wire = !priv->hit || priv->skipped;
 
 	if (__builtin_expect(priv->armed, 0)) {
 		opx_pset_disarm_locked(&cq->pset);
@@ -286,10 +276,7 @@ static void opx_cq_enter_read_locked(struct opx_cq *cq)
 		if (read(priv->sig_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			OPX_DBG(FI_LOG_CQ, "signal fd drain: %d\n", errno);
 	}
-	priv->skipped = !wire; /* once: reads that keep finding completions
-				* (shm peers) must not starve the socket */
-	priv->hit = false;
-	opx_pset_progress_wire_locked(&cq->pset, wire);
+	opx_pset_progress_locked(&cq->pset);
 }
 
 static ssize_t opx_cq_copy_locked(struct opx_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
@@ -332,7 +319,6 @@ static ssize_t opx_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 		ret = opx_cq_avail_locked(cq) == -FI_EAVAIL ? -FI_EAVAIL : 0;
 	} else {
 		ret = opx_cq_copy_locked(cq, buf, count, src_addr);
-		opx_cq_priv_of(cq)->hit = ret > 0;
 	}
 	opx_lock_release(&cq->domain->lock);
 	return ret;

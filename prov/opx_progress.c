@@ -52,7 +52,7 @@ static inline int opx_rx_budget(struct opx_ep *ep)
 	return (int)(room / OPX_CQ_PER_PACKET);
 }
 
-void opx_ep_progress_wire_locked(struct opx_ep *ep, bool wire)
+void opx_ep_progress_locked(struct opx_ep *ep)
 {
 	int n, budget;
 
@@ -60,7 +60,7 @@ void opx_ep_progress_wire_locked(struct opx_ep *ep, bool wire)
 		return;
 	/* the udp socket: every time once there are udp flows, else now and
 	 * then for a first contact (a system call is not free) */
-	if (__builtin_expect(ep->udp, 0) && wire &&
+	if (__builtin_expect(ep->udp, 0) &&
 	    (ep->rel.flows || !(ep->rel.polls++ & OPX_REL_IDLE_POLL_MASK)))
 		opx_rel_progress(ep);
 	budget = opx_rx_budget(ep);
@@ -85,9 +85,4 @@ void opx_ep_progress_wire_locked(struct opx_ep *ep, bool wire)
 		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */
 		sched_yield();
 	}
-}
-
-void opx_ep_progress_locked(struct opx_ep *ep)
-{
-	opx_ep_progress_wire_locked(ep, true);
 }

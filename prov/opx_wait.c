@@ -132,18 +132,13 @@ void opx_pset_free(struct opx_pset *ps)
 	ps->cap = 0;
 }
 
-void opx_pset_progress_wire_locked(struct opx_pset *ps, bool wire)
+void opx_pset_progress_locked(struct opx_pset *ps)
 {
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
-		opx_ep_progress_wire_locked(ps->eps[i], wire);
+		opx_ep_progress_locked(ps->eps[i]);
 	}
-}
-
-void opx_pset_progress_locked(struct opx_pset *ps)
-{
-	opx_pset_progress_wire_locked(ps, true);
 }
 
 /* Arm every endpoint for sleeping.  -FI_EAGAIN (and nothing left armed)
