@@ -540,9 +540,14 @@ int shim_ctx_sleep_arm(struct shim_ctx *ctx)
 	/* seq_cst store then load of the ring: either we see the entry a
 	 * producer published, or the producer sees sleeping == 1 (up to the
 	 * relaxed-load window documented at shim_pio_publish()). */
+	int rc = shim_udp_wait_arm(ctx);
+
+	if (rc)
+		return rc;
 	atomic_store_explicit(&ctx->rx.ctl->sleeping, 1, memory_order_seq_cst);
 	if (shim_rx_peek(&ctx->rx)) {
 		atomic_store_explicit(&ctx->rx.ctl->sleeping, 0, memory_order_relaxed);
+		shim_udp_wait_disarm(ctx);
 		return -EAGAIN;
 	}
 	return 0;
@@ -555,6 +560,7 @@ void shim_ctx_sleep_disarm(struct shim_ctx *ctx)
 	if (!ctx)
 		return;
 	atomic_store_explicit(&ctx->rx.ctl->sleeping, 0, memory_order_relaxed);
+	shim_udp_wait_disarm(ctx);
 	/* Bounded drain: producers that still saw sleeping == 1 may add a
 	 * few more, which the next disarm takes. */
 	for (int i = 0; i < 1024; i++)

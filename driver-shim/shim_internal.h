@@ -88,7 +88,8 @@ struct shim_ctx {
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */
 	struct shim_udp *udp;       /* the udp wire, NULL when none (shim_udp.c) */
-	int wait_fd;                /* epoll of sock_fd and the udp socket, -1: sock_fd */
+	int wait_fd;                /* epoll of sock_fd and (while a sleep is armed) the
+				     * udp socket; -1: sock_fd */
 };
 
 /* The udp wire of a context, and a udp peer (shim_udp.c). */
@@ -96,6 +97,11 @@ struct shim_udp;
 struct shim_udp_link;
 struct shim_peer_priv;
 void shim_udp_close(struct shim_ctx *ctx);
+/* A sleep is armed / over: the socket is in the context's epoll set only
+ * meanwhile (a socket in an epoll set costs every datagram to it and every
+ * send from it a wake-up callback under a lock, ~0.2 us each here). */
+int shim_udp_wait_arm(struct shim_ctx *ctx);
+void shim_udp_wait_disarm(struct shim_ctx *ctx);
 int shim_udp_peer_open(struct shim_dev *dev, struct shim_ctx *home, const struct shim_addr *addr,
 		       struct shim_peer **peerp);
 void shim_udp_peer_put(struct shim_peer_priv *pp);

@@ -67,12 +67,15 @@ struct shim_udp_link {
 	void *mem;
 	size_t mem_len;
 	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
-	_Atomic uint64_t tx_ns;     /* ... and to it (keepalives fill silences) */
+	_Atomic uint32_t tx_count;  /* datagrams sent to it: its readers note when
+				     * it moved (no clock read per send) */
 	/* watchdog only */
 	uint32_t wd_acked;          /* send-ring head at its last look */
 	uint32_t wd_next;           /* next position to send again */
 	uint64_t wd_ns;             /* when that head last moved */
 	uint64_t wd_rto_ns;
+	uint32_t wd_tx_seen;        /* tx_count at its last look ... */
+	uint64_t wd_tx_ns;          /* ... and when it last moved */
 };
 
 struct shim_udp {
@@ -81,6 +84,7 @@ struct shim_udp {
 	uint32_t ipv4;              /* advertised, network order */
 	uint16_t port;              /* network order */
 	uint32_t mtu;               /* payload bytes per datagram */
+	bool in_wait;               /* fd is in ctx->wait_fd's set (a sleep is armed) */
 	struct shim_udp_link *hash[SHIM_UDP_HASH];
 	struct shim_udp_link *links; /* all of them, newest first; only the owner adds */
 	struct shim_peer *self;     /* producer handle on our own ring */
@@ -130,6 +134,15 @@ static inline uint64_t shim_udp_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* One more datagram went to l (the owner and the watchdog both send:
+ * an increment lost to a race still moves the count). */
+static inline void shim_udp_sent(struct shim_udp_link *l)
+{
+	atomic_store_explicit(&l->tx_count,
+			      atomic_load_explicit(&l->tx_count, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
 }
 
 static inline uint64_t shim_udp_rand(struct shim_udp *u)

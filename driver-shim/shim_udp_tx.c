@@ -181,7 +181,7 @@ void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos)
 	int n = shim_udp_frame(l, pos, &uh, iov, &len);
 
 	shim_udp_send(l->udp, &l->to, iov, n);
-	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+	shim_udp_sent(l);
 }
 
 /* Hand t's nmsg messages to the kernel in one call.  A full socket
@@ -260,7 +260,7 @@ static void shim_udp_xmit_batch(struct shim_udp_link *l, uint32_t pos, uint32_t 
 		t->segs[nmsg++] = segs;
 	}
 	shim_udp_sendmm(l, t, nmsg);
-	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+	shim_udp_sent(l);
 }
 
 /* The publish hook: transmit what was published since the last call, in
@@ -338,7 +338,7 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
 	shim_udp_send(l->udp, &l->to, &iov, 1);
-	atomic_store_explicit(&l->tx_ns, shim_udp_now(), memory_order_relaxed);
+	shim_udp_sent(l);
 	return 0;
 }
 
@@ -392,17 +392,18 @@ void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *
 	*sent = l->sent - l->base;
 }
 
-void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint64_t *tx_ns)
+void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint32_t *tx_count)
 {
 	const struct shim_udp_link *l;
 
 	if (!peer || peer->wire != SHIM_WIRE_UDP) {
-		*rx_ns = *tx_ns = 0;
+		*rx_ns = 0;
+		*tx_count = 0;
 		return;
 	}
 	l = ((const struct shim_peer_priv *)peer)->link;
 	*rx_ns = atomic_load_explicit(&l->rx_ns, memory_order_relaxed);
-	*tx_ns = atomic_load_explicit(&l->tx_ns, memory_order_relaxed);
+	*tx_count = atomic_load_explicit(&l->tx_count, memory_order_relaxed);
 }
 
 void shim_udp_fail(struct shim_peer *peer)

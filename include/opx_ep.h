@@ -268,6 +268,7 @@ struct opx_ep {
 	struct opx_rel_stats {
 		bool flows;           /* some udp flow exists: poll every time */
 		uint32_t polls;
+		uint32_t quiet;       /* empty socket polls (the clock every 8th) */
 		uint64_t timers_ns;   /* when opx_rel_timers last ran */
 		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
 		uint64_t dups, stashed, beyond_window, ring_full, peers_dead;

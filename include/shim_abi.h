@@ -549,8 +549,10 @@ void shim_udp_release(struct shim_peer *peer, uint32_t ack);
 /* Send-ring state: psns below *acked are freed, below *sent transmitted. */
 void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
 /* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's
- * creation before any) and to it (0: none yet). */
-void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint64_t *tx_ns);
+ * creation before any), and how many went to it (wrapping; a caller
+ * that notes when the count moved knows how long the flow was silent on
+ * our side without a clock read on every send). */
+void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint32_t *tx_count);
 /* now - then, 0 when then is later: a stamp taken after the caller read
  * its clock (or by another thread) must not wrap an unsigned age. */
 static inline uint64_t shim_udp_since(uint64_t now, uint64_t then)

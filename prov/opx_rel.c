@@ -94,6 +94,7 @@
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
 #define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
 #define OPX_REL_TICK_NS 5000ull    /* timers (acks, nacks, replays) at most this often */
+#define OPX_REL_QUIET_CLOCK 8u     /* empty polls per clock read, a power of two */
 #define OPX_REL_NACK_NS 200000ull  /* a hole is NACKed again after this */
 #define OPX_REL_RTO_NS 1000000ull  /* smallest retransmission timeout */
 #define OPX_REL_RTO_MAX_NS 64000000ull
@@ -130,6 +131,10 @@ struct opx_rel_flow {
 	uint64_t rtt_t0;
 	uint64_t srtt_ns;          /* 0 until the first sample */
 	uint64_t rttvar_ns;
+	/* keepalive: the link's send count at the last timer pass, and
+	 * when it last moved */
+	uint32_t tx_seen;
+	uint64_t tx_seen_ns;
 };
 
 static uint64_t opx_rel_now(void)
@@ -394,14 +399,14 @@ static uint64_t opx_rel_rto(const struct opx_rel_flow *f)
 static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f,
 			     uint64_t now)
 {
-	uint64_t rx_ns, tx_ns;
-	uint32_t acked, sent;
+	uint64_t rx_ns;
+	uint32_t acked, sent, tx_count;
 
 	/* Every live process sends something on each of its flows at least
 	 * every SHIM_UDP_KEEPALIVE_NS (traffic, acks, keepalives; its
 	 * watchdog when it does not progress), so silence for the peer
 	 * timeout means it died, whichever side waits for whom. */
-	shim_udp_times(peer, &rx_ns, &tx_ns);
+	shim_udp_times(peer, &rx_ns, &tx_count);
 	if (shim_peer_alive(peer) &&
 	    shim_udp_since(now, rx_ns) > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
 		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
@@ -410,9 +415,12 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		ep->rel.peers_dead++;
 		return;
 	}
-	/* since, not a difference: an ack opx_rel_timers sent just before
-	 * stamped tx_ns after now was read, and a wrapped age sent another */
-	if (shim_udp_since(now, tx_ns) > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
+	/* silent on our side since the count last moved (to a timer tick) */
+	if (tx_count != f->tx_seen) {
+		f->tx_seen = tx_count;
+		f->tx_seen_ns = now;
+	}
+	if (shim_udp_since(now, f->tx_seen_ns) > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
 		opx_rel_ack(ep, peer, f);
 
 	shim_udp_tx_state(peer, &acked, &sent);
@@ -475,11 +483,17 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 void opx_rel_progress(struct opx_ep *ep)
 {
 	struct shim_udp_pkt pkts[OPX_REL_RX_BATCH];
-	uint64_t now;
+	uint64_t now = 0;
+	bool timed;
 	int n;
 
 	n = shim_udp_recv(ep->shim, pkts, OPX_REL_RX_BATCH);
-	now = opx_rel_now();
+	/* an empty poll reads the clock (for the timers) only every
+	 * OPX_REL_QUIET_CLOCK-th time: a poll is a fraction of a timer tick,
+	 * and the clock read was a tenth of its cost */
+	timed = n > 0 || !(++ep->rel.quiet & (OPX_REL_QUIET_CLOCK - 1));
+	if (timed)
+		now = opx_rel_now();
 	for (int i = 0; i < n; i++) {
 		const struct shim_udp_pkt *pkt = &pkts[i];
 		struct opx_rel_flow *f = opx_rel_flow(pkt->peer);
@@ -513,7 +527,7 @@ void opx_rel_progress(struct opx_ep *ep)
 	ep->rel.flows = shim_udp_next(ep->shim, NULL) != NULL;
 	/* the timers walk every flow: not on every poll, or a job with many
 	 * remote peers pays for all of them on each one */
-	if (ep->rel.flows && now - ep->rel.timers_ns >= OPX_REL_TICK_NS) {
+	if (timed && ep->rel.flows && now - ep->rel.timers_ns >= OPX_REL_TICK_NS) {
 		ep->rel.timers_ns = now;
 		opx_rel_timers(ep, now);
 	}

@@ -25,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -260,6 +263,104 @@ static void test_udp_recv_modes(void **state)
 	assert_int_equal(pkts[0].uh.psn, 64);
 	assert_int_equal(shim_udp_since(5, 7), 0);
 	assert_int_equal(shim_udp_since(7, 5), 2);
+	t_pair_close(&t);
+}
+
+/* Whether the epoll set epfd watches fd (/proc/self/fdinfo lists a
+ * "tfd:" line per watched descriptor). */
+static bool t_epoll_has(int epfd, int fd)
+{
+	char path[64], line[256];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", epfd);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		int tfd;
+
+		if (sscanf(line, "tfd: %d", &tfd) == 1 && tfd == fd)
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+/* The socket is in the context's epoll set only while a sleep is armed
+ * (a watched socket costs every datagram a wake-up callback); an armed
+ * sleeper wakes on a datagram, also on one that came before it armed;
+ * a datagram larger than the receive buffer is dropped, in both receive
+ * modes. */
+static void test_udp_wait_arm(void **state)
+{
+	struct shim_udp_stats st0, st1;
+	struct shim_udp_pkt pkts[16];
+	struct epoll_event ev;
+	struct t_pair t;
+	int epfd, k = 0;
+	double end;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	epfd = shim_ctx_wait_fd(t.b);
+	assert_true(epfd >= 0);
+	assert_true(t_epoll_has(epfd, t.b->sock_fd));
+	assert_false(t_epoll_has(epfd, t.b->udp->fd));
+	assert_int_equal(epoll_wait(epfd, &ev, 1, 0), 0);
+
+	/* armed: a datagram sent now wakes the sleeper */
+	assert_int_equal(shim_ctx_sleep_arm(t.b), 0);
+	assert_true(t_epoll_has(epfd, t.b->udp->fd));
+	assert_int_equal(t_send_len(t.to_b, 0, 8), 0);
+	assert_int_equal(epoll_wait(epfd, &ev, 1, 5000), 1);
+	shim_ctx_sleep_disarm(t.b);
+	assert_false(t_epoll_has(epfd, t.b->udp->fd));
+	assert_int_equal(t_recv_all(&t, 1, NULL, 5.0), 1);
+
+	/* a datagram already queued when the sleep is armed: ready at once */
+	assert_int_equal(t_send_len(t.to_b, 1, 8), 0);
+	{
+		struct pollfd pf = {.fd = t.b->udp->fd, .events = POLLIN};
+
+		assert_int_equal(poll(&pf, 1, 5000), 1);
+	}
+	assert_int_equal(shim_ctx_sleep_arm(t.b), 0);
+	assert_int_equal(epoll_wait(epfd, &ev, 1, 0), 1);
+	shim_ctx_sleep_disarm(t.b);
+	assert_int_equal(t_recv_all(&t, 1, NULL, 5.0), 1);
+
+	/* oversized datagrams: one in single mode, then a batch of them */
+	{
+		struct sockaddr_in to = {.sin_family = AF_INET,
+					 .sin_addr.s_addr = t.addr_b.ipv4,
+					 .sin_port = t.addr_b.udp_port};
+		size_t big = t.b->udp->rbuf_sz + 100;
+		uint8_t *buf = calloc(1, big);
+		int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+		assert_non_null(buf);
+		assert_true(fd >= 0);
+		assert_int_equal(shim_udp_recv(t.b, pkts, 16), 0); /* empty: single mode */
+		assert_false(t.b->udp->rx_batch);
+		shim_udp_stats(t.b, &st0);
+		for (int i = 0; i < 8; i++)
+			assert_int_equal(sendto(fd, buf, big, 0, (struct sockaddr *)&to,
+						sizeof(to)), (ssize_t)big);
+		end = t_now() + 5.0;
+		do {
+			k += shim_udp_recv(t.b, pkts, 16);
+			shim_udp_stats(t.b, &st1);
+		} while (st1.rx_datagrams - st0.rx_datagrams < 8 && t_now() < end);
+		assert_int_equal(k, 0);
+		assert_int_equal(st1.rx_datagrams - st0.rx_datagrams, 8);
+		assert_int_equal(st1.drop_len - st0.drop_len, 8);
+		assert_true(t.b->udp->rx_batch); /* the later ones came in a batch */
+		close(fd);
+		free(buf);
+	}
+	assert_int_equal(t_send_len(t.to_b, 2, 8), 0);
+	assert_int_equal(t_recv_all(&t, 1, NULL, 5.0), 1);
 	t_pair_close(&t);
 }
 
@@ -548,6 +649,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
 		cmocka_unit_test(test_udp_recv_modes),
+		cmocka_unit_test(test_udp_wait_arm),
 		cmocka_unit_test(test_udp_mtu_learned),
 		cmocka_unit_test(test_udp_no_cma),
 		cmocka_unit_test(test_udp_unload),
