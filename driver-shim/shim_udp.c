@@ -659,6 +659,7 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 		if (!l)
 			continue;
 		pkt->peer = &l->pp.pub;
+		pkt->rx_ns = now;
 		got++;
 	}
 	return got;

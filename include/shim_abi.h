@@ -507,6 +507,7 @@ struct shim_udp_pkt {
 	struct shim_rhq_entry e; /* DATA: rhf and packet header (copies) */
 	const uint8_t *pay;      /* DATA with SHIM_RHF_EGR: paylen bytes */
 	struct shim_peer *peer;  /* the flow it belongs to (created on first contact) */
+	uint64_t rx_ns;          /* CLOCK_MONOTONIC when its batch was received */
 };
 
 /* Receive-side statistics of a context's udp wire. */

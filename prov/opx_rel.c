@@ -488,11 +488,14 @@ void opx_rel_progress(struct opx_ep *ep)
 	int n;
 
 	n = shim_udp_recv(ep->shim, pkts, OPX_REL_RX_BATCH);
-	/* an empty poll reads the clock (for the timers) only every
-	 * OPX_REL_QUIET_CLOCK-th time: a poll is a fraction of a timer tick,
-	 * and the clock read was a tenth of its cost */
+	/* the clock: the one the shim read for the batch; an empty poll
+	 * reads it (for the timers) only every OPX_REL_QUIET_CLOCK-th time:
+	 * a poll is a fraction of a timer tick, and the clock read was a
+	 * tenth of its cost */
 	timed = n > 0 || !(++ep->rel.quiet & (OPX_REL_QUIET_CLOCK - 1));
-	if (timed)
+	if (n > 0)
+		now = pkts[0].rx_ns;
+	else if (timed)
 		now = opx_rel_now();
 	for (int i = 0; i < n; i++) {
 		const struct shim_udp_pkt *pkt = &pkts[i];

@@ -228,6 +228,7 @@ static void test_udp_recv_modes(void **state)
 	struct shim_udp_pkt pkts[16];
 	uint32_t next = 0;
 	int calls = 0, singles = 0, batches = 0, k = 0;
+	uint64_t last_ns = 0;
 	struct t_pair t;
 	double end;
 
@@ -247,6 +248,9 @@ static void test_udp_recv_modes(void **state)
 		for (int i = 0; i < k; i++) {
 			t_check(&pkts[i]);
 			assert_int_equal(pkts[i].uh.psn, next);
+			/* stamped with the batch's clock read, never backwards */
+			assert_true(pkts[i].rx_ns > 0 && pkts[i].rx_ns >= last_ns);
+			last_ns = pkts[i].rx_ns;
 			next++;
 		}
 	}
