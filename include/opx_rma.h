@@ -52,8 +52,14 @@
  *           OPX_PF_CMA | OPX_PF_GRANT "written" packet (tag: remote
  *           address, rma.key: key, msgid: length, low 32 bits), from
  *           which the target raises its remote CQ data and counters.
- *           Later operations of the endpoint wait until it is written, so
- *           nothing overtakes it.
+ *           Once CMA has worked with an address, CMA writes to it are
+ *           pipelined: their requests go out back to back and each is
+ *           written when its grant comes (grants come in request order);
+ *           any other operation waits until none is unanswered and every
+ *           "written" packet is out, so nothing overtakes them.  A write
+ *           to an address not known to work holds everything behind it.
+ *           If one pipelined write falls back to chunks (a refusal), the
+ *           ones behind it follow it, in order, whatever their answer.
  *
  * CMA needs a process the shim verified behind the peer: never one on the
  * udp wire (another host's pid, or under FI_OPX_WIRE=udp one nothing

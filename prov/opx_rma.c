@@ -41,6 +41,7 @@
 #define OPX_RMA_OPS 1024u   /* descriptors per endpoint, power of two */
 #define OPX_RMA_IDX_BITS 10
 #define OPX_RMA_WINDOW 64u  /* unanswered chunks per endpoint */
+#define OPX_RMA_WRITTEN 128u /* "written" packets waiting for credits, power of two */
 
 static_assert((1u << OPX_RMA_IDX_BITS) == OPX_RMA_OPS, "cookie index bits");
 
@@ -63,6 +64,7 @@ struct opx_rma_op {
 	uint32_t gen;
 	bool busy;
 	bool cma;             /* one request, copied by the target with CMA */
+	bool piped;           /* a CMA write requested without holding the rest */
 	uint8_t type;
 	uint8_t kind;
 	uint8_t op;
@@ -100,15 +102,23 @@ struct opx_rma_state {
 	struct opx_list queue;
 	struct opx_list replies;
 	/* A CMA operation the rest waits for: a probe (the first to an
-	 * address), or a write until it is written and the target told. */
+	 * address), or a write to an address whose CMA has not worked yet or
+	 * after a pipeline fell back to chunks. */
 	struct opx_rma_op *cma_hold;
-	struct {             /* the "written" packet of a CMA write, if it found no credits */
-		bool pending;
+	/* CMA writes to an address where CMA worked are pipelined: their
+	 * requests go out back to back, each grant is written as it comes
+	 * (grants come in request order), and anything else waits until none
+	 * is unanswered and every "written" packet is out. */
+	uint32_t grants_due;  /* pipelined writes not answered yet */
+	bool piped_refused;   /* one of them went back to chunks: so do the rest */
+	struct opx_rma_op *requeued; /* the last of those put back in the queue */
+	struct opx_rma_written { /* "written" packets that found no credits, in order */
 		struct shim_peer *peer;
 		uint64_t addr, key, data, cookie;
 		uint32_t len;
 		uint8_t pflags;
-	} written;
+	} written[OPX_RMA_WRITTEN];
+	uint32_t wr_head, wr_tail;
 	uint8_t *scratch;    /* atomic results, one MTU */
 	/* as a target: multi-chunk operations refused whole, by sender */
 	struct opx_rma_refusal *refused;
@@ -153,6 +163,8 @@ void opx_rma_fini(struct opx_ep *ep)
 		shim_peer_close(q->peer);
 		free(q);
 	}
+	for (; st->wr_head != st->wr_tail; st->wr_head++)
+		shim_peer_close(st->written[st->wr_head & (OPX_RMA_WRITTEN - 1)].peer);
 	for (size_t i = 0; i < OPX_RMA_OPS; i++)
 		free(st->ops[i].inj);
 	free(st->scratch);
@@ -165,7 +177,7 @@ void opx_rma_fini(struct opx_ep *ep)
 static void opx_rma_update_busy(struct opx_ep *ep, struct opx_rma_state *st)
 {
 	ep->rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies) ||
-		       st->written.pending;
+		       st->wr_head != st->wr_tail;
 }
 
 static inline uint32_t opx_rma_cookie(const struct opx_rma_state *st, const struct opx_rma_op *op)
@@ -231,7 +243,8 @@ static bool opx_rma_cma_peer(const struct shim_peer *peer)
 /* Send the one request of a CMA operation (opx_rma.h).  While no CMA
  * operation to that address has worked yet, it is a probe: later
  * operations wait for its answer, which may send it back to chunks; a
- * write holds them until it is written. */
+ * write that is not pipelined holds them until it is written, a
+ * pipelined one (op->piped) only counts as a grant due. */
 static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
 {
 	struct shim_peer *peer = op->peer;
@@ -266,30 +279,54 @@ static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct 
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	op->sent = 1;
 	st->inflight++;
-	ent = opx_rma_entry(ep, op->dest);
-	if (!ent || ent->rma_cma <= 0 || op->type == OPX_RT_WRITE)
+	if (op->piped)
+		st->grants_due++;
+	else if (!(ent = opx_rma_entry(ep, op->dest)) || ent->rma_cma <= 0 ||
+		 op->type == OPX_RT_WRITE)
 		st->cma_hold = op;
 	return 0;
 }
 
-/* The "written" packet of a CMA write (opx_rma.h); 0 or -EAGAIN. */
+/* The "written" packets of CMA writes (opx_rma.h), in order: 0 when all
+ * are out, or -EAGAIN. */
 static int opx_rma_written_try(struct opx_ep *ep, struct opx_rma_state *st)
 {
-	struct shim_peer *peer = st->written.peer;
-	struct shim_pio_resv r;
-	struct shim_rhq_entry *e;
-	int rc = shim_pio_reserve(peer, 1, 0, &r);
+	while (st->wr_head != st->wr_tail) {
+		const struct opx_rma_written *w = &st->written[st->wr_head & (OPX_RMA_WRITTEN - 1)];
+		struct shim_pio_resv r;
+		struct shim_rhq_entry *e;
+		int rc = shim_pio_reserve(w->peer, 1, 0, &r);
 
-	if (rc)
-		return rc;
-	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_WRITE, st->written.pflags, 0, st->written.len,
-		     st->written.addr, st->written.data);
-	opx_pw_set(&e->hdr, &(union opx_pw){.rma = {.key = st->written.key,
-						     .op = st->written.cookie}});
-	shim_pio_publish(peer, &r, 0, 0);
-	st->written.pending = false;
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc) {
+			/* the target is gone: nobody to tell, nothing to hold */
+			shim_peer_close(w->peer);
+			st->wr_head++;
+			continue;
+		}
+		e = shim_pio_entry(w->peer, &r, 0);
+		opx_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0, w->len, w->addr,
+			     w->data);
+		opx_pw_set(&e->hdr, &(union opx_pw){.rma = {.key = w->key, .op = w->cookie}});
+		shim_pio_publish(w->peer, &r, 0, 0);
+		shim_peer_close(w->peer);
+		st->wr_head++;
+	}
 	return 0;
+}
+
+/* A CMA write that need not hold the rest: to an address where CMA has
+ * worked, with room for its "written" packet, no fall-back under way. */
+static bool opx_rma_can_pipe(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
+{
+	struct opx_av_entry *ent;
+
+	if (!op->cma || op->type != OPX_RT_WRITE || st->piped_refused ||
+	    st->wr_tail - st->wr_head + st->grants_due >= OPX_RMA_WRITTEN)
+		return false;
+	ent = opx_rma_entry(ep, op->dest);
+	return ent && ent->rma_cma > 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -305,8 +342,15 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 	};
 	struct shim_peer *peer = op->peer;
 
-	if (st->cma_hold || st->written.pending)
+	if (st->cma_hold)
 		return -EAGAIN;
+	if (op->sent == 0 && opx_rma_can_pipe(ep, st, op)) {
+		op->piped = true;
+		return opx_rma_push_cma(ep, st, op);
+	}
+	if (st->grants_due || st->wr_head != st->wr_tail)
+		return -EAGAIN;
+	op->piped = false;
 	if (op->cma)
 		return opx_rma_push_cma(ep, st, op);
 	while (op->sent < op->nchunks) {
@@ -938,15 +982,18 @@ static int opx_rma_write_granted(struct opx_ep *ep, struct opx_rma_state *st,
 		return -EPERM;
 	if (n != (ssize_t)op->len)
 		return FI_EIO;
-	st->written.pending = true;
-	st->written.peer = op->peer;
-	st->written.addr = op->addr;
-	st->written.key = op->key;
-	st->written.data = op->data;
-	st->written.len = (uint32_t)op->len;
-	st->written.cookie = opx_rma_cookie(st, op) | OPX_RMA_LAST;
-	st->written.pflags = OPX_PF_CMA | OPX_PF_GRANT |
-			     ((op->flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
+	/* a slot is free: a pipelined write is pushed only with room for
+	 * its record (opx_rma_can_pipe), any other only with none queued */
+	struct opx_rma_written *w = &st->written[st->wr_tail++ & (OPX_RMA_WRITTEN - 1)];
+
+	w->peer = shim_peer_get(op->peer); /* the op completes before it is sent */
+	w->addr = op->addr;
+	w->key = op->key;
+	w->data = op->data;
+	w->len = (uint32_t)op->len;
+	w->cookie = opx_rma_cookie(st, op) | OPX_RMA_LAST;
+	w->pflags = OPX_PF_CMA | OPX_PF_GRANT |
+		    ((op->flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
 	if (opx_rma_written_try(ep, st))
 		ep->rma_busy = true; /* sent from progress; the rest waits for it */
 	return 0;
@@ -974,12 +1021,19 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 
 		if (st->cma_hold == op)
 			st->cma_hold = NULL;
-		if (!opx_list_empty(&st->queue))
+		if (op->piped)
+			st->grants_due--;
+		if (!opx_list_empty(&st->queue) || st->wr_head != st->wr_tail)
 			ep->rma_busy = true;
 		if ((h->flags & OPX_PF_GRANT) && !status)
-			status = opx_rma_write_granted(ep, st, op, h, pay);
+			/* after a pipelined write before it fell back, writing
+			 * this one would overtake that one's chunks */
+			status = op->piped && st->piped_refused
+					 ? -EPERM
+					 : opx_rma_write_granted(ep, st, op, h, pay);
 		if (status == -EPERM || (h->flags & (OPX_PF_CMA | OPX_PF_GRANT)) == OPX_PF_CMA) {
-			/* the target may not use CMA with us: chunks, first in line */
+			/* the target may not use CMA with us: chunks, first in
+			 * line (after the pipelined ones that fell back before) */
 			if (ent)
 				ent->rma_cma = -1;
 			st->inflight--;
@@ -987,9 +1041,21 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 			op->sent = 0;
 			op->acked = 0;
 			op->nchunks = (uint32_t)((op->len + op->chunk - 1) / op->chunk);
-			opx_list_insert_head(&st->queue, &op->link);
+			if (op->piped && st->requeued)
+				opx_list_insert_head(&st->requeued->link, &op->link);
+			else
+				opx_list_insert_head(&st->queue, &op->link);
+			if (op->piped) {
+				st->piped_refused = st->grants_due > 0;
+				st->requeued = st->piped_refused ? op : NULL;
+			}
+			op->piped = false;
 			ep->rma_busy = true;
 			return 0;
+		}
+		if (op->piped && !st->grants_due) {
+			st->piped_refused = false;
+			st->requeued = NULL;
 		}
 		if (ent && !status)
 			ent->rma_cma = 1;
@@ -1034,8 +1100,7 @@ void opx_rma_progress(struct opx_ep *ep)
 		return;
 	}
 	opx_rma_flush_replies(ep, st);
-	if (st->written.pending)
-		(void)opx_rma_written_try(ep, st);
+	(void)opx_rma_written_try(ep, st);
 	opx_rma_push_queue(ep, st);
 	opx_rma_update_busy(ep, st);
 }

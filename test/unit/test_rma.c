@@ -573,6 +573,108 @@ static void test_rma_cma(void **state)
 	free(dst);
 }
 
+/* Pipelined CMA writes: once CMA has worked with an address, large writes
+ * go out back to back, each written when its grant comes.  Overlapping
+ * ones (WAW), a writedata among them, then a small write and a large
+ * read over them all still take effect in posting order; also when the
+ * target starts refusing CMA in the middle of the pipeline (the refused
+ * write and every pipelined one behind it go back to chunks, in order,
+ * ahead of what was posted after them). */
+static void test_rma_cma_pipeline(void **state)
+{
+	enum { K = 8, PAGE = 4096 };
+	size_t thr = opx_env.rma_cma, big = 3 * thr + 17, cap = big + K * PAGE;
+	bool rndv_cma = opx_env.rndv_cma, udp = opx_env.wire == SHIM_WIRE_UDP;
+	uint8_t *tgt = malloc(cap), *ref = malloc(cap), *dst = malloc(cap), *src[K], small[100];
+	int ctx[K + 2];
+
+	(void)state;
+	assert_non_null(tgt);
+	assert_non_null(ref);
+	assert_non_null(dst);
+	for (int k = 0; k < K; k++) {
+		src[k] = malloc(big);
+		assert_non_null(src[k]);
+	}
+	for (int refuse = 0; refuse < 2; refuse++) {
+		struct rma_env e;
+		struct fid_mr *mr;
+		int done = 0, cqdata = 0;
+		struct timespec t0, t;
+
+		rma_open(&e, 0);
+		assert_int_equal(fi_mr_reg(e.domain, tgt, cap, FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
+					   6, 0, &mr, NULL),
+				 0);
+		memset(tgt, 0, cap);
+		memset(ref, 0, cap);
+		/* CMA works with this address: later large writes pipeline */
+		fill(src[0], big, 1);
+		assert_int_equal(fi_write(e.ep, src[0], big, NULL, e.self, 0, 6, &ctx[0]), 0);
+		assert_int_equal(rma_wait(&e, &ctx[0], NULL), 0);
+		memcpy(ref, src[0], big);
+		assert_int_equal(rma_cma_state(&e), udp ? 0 : 1);
+		if (refuse)
+			opx_env.rndv_cma = false; /* the target's switch, read per request */
+		for (int k = 0; k < K; k++) {
+			size_t off = (size_t)k * PAGE + (size_t)k;
+			ssize_t rc;
+
+			fill(src[k], big, 10u + (unsigned)k + 20u * (unsigned)refuse);
+			if (k == 3)
+				rc = fi_writedata(e.ep, src[k], big, NULL, 0x700 + k, e.self, off, 6,
+						  &ctx[k]);
+			else
+				rc = fi_write(e.ep, src[k], big, NULL, e.self, off, 6, &ctx[k]);
+			assert_int_equal(rc, 0);
+			memcpy(ref + off, src[k], big);
+		}
+		memset(small, 0xa5, sizeof(small));
+		assert_int_equal(fi_write(e.ep, small, sizeof(small), NULL, e.self,
+					  (K - 1) * PAGE + 5, 6, &ctx[K]),
+				 0);
+		memcpy(ref + (K - 1) * PAGE + 5, small, sizeof(small));
+		memset(dst, 0, cap);
+		assert_int_equal(fi_read(e.ep, dst, cap, NULL, e.self, 0, 6, &ctx[K + 1]), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (done < K + 2) {
+			struct fi_cq_data_entry c;
+			ssize_t n = fi_cq_read(e.cq, &c, 1);
+
+			if (n == 1 && (c.flags & FI_REMOTE_CQ_DATA)) {
+				assert_int_equal(c.data, 0x703);
+				cqdata++;
+			} else if (n == 1) {
+				assert_true((int *)c.op_context >= ctx &&
+					    (int *)c.op_context < ctx + K + 2);
+				done++;
+			} else {
+				assert_int_equal(n, -FI_EAGAIN);
+			}
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			assert_true(t.tv_sec - t0.tv_sec < 20);
+		}
+		for (int k = 0; k < 1000 && !cqdata; k++) {
+			struct fi_cq_data_entry c;
+
+			if (fi_cq_read(e.cq, &c, 1) == 1 && (c.flags & FI_REMOTE_CQ_DATA))
+				cqdata++;
+		}
+		assert_int_equal(cqdata, 1);
+		assert_memory_equal(tgt, ref, cap);
+		assert_memory_equal(dst, ref, cap);
+		assert_int_equal(rma_cma_state(&e), udp ? 0 : refuse ? -1 : 1);
+		opx_env.rndv_cma = rndv_cma;
+		fi_close(&mr->fid);
+		rma_close(&e);
+	}
+	for (int k = 0; k < K; k++)
+		free(src[k]);
+	free(tgt);
+	free(ref);
+	free(dst);
+}
+
 /* Forged CMA requests (a hostile peer's packets into the target's
  * context): a payload of the wrong size, no or too many pieces, pieces
  * that do not add up to the length or would wrap the sum.  Each is
@@ -746,6 +848,7 @@ int main(void)
 		cmocka_unit_test(test_rma_event),
 		cmocka_unit_test(test_rma_fence),
 		cmocka_unit_test(test_rma_cma),
+		cmocka_unit_test(test_rma_cma_pipeline),
 		cmocka_unit_test(test_rma_cma_forged),
 	};
 
