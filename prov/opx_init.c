@@ -29,7 +29,7 @@
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
 #define OPX_DEF_RNDV_SPLIT ((size_t)64 << 10)
-#define OPX_DEF_RMA_CMA ((size_t)128 << 10)
+#define OPX_DEF_RMA_CMA ((size_t)16 << 10)
 #define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
 #define OPX_DEF_JKEY (-1)
 #define OPX_DEF_SPIN_COUNT 1000
@@ -165,11 +165,13 @@ static void opx_params_define(void)
 			"more ranks than CPUs run on the host, see SPIN_COUNT)",
 			OPX_DEF_RNDV_SPLIT);
 	fi_param_define(&opx_prov, "RMA_CMA", FI_PARAM_SIZE_T,
-			"From this size an RMA read or write between processes of one host is "
-			"one Cross Memory Attach copy done by the target, after it checked key, "
-			"range and access; smaller ones, all over the udp wire, and all where "
-			"the target may not use CMA (FI_OPX_RNDV_CMA=0 there, Yama) go in MTU "
-			"chunks; 0 disables (default: %zu)",
+			"From this size an RMA read or write of more than one MTU between "
+			"processes of one host is one Cross Memory Attach copy after the target "
+			"checked key, range and access (a read copied by the target, a write by "
+			"the initiator into the pieces the target granted); smaller ones, all "
+			"over the udp wire, and all where the target may not use CMA "
+			"(FI_OPX_RNDV_CMA=0 there, Yama) go in MTU chunks; 0 disables "
+			"(default: %zu)",
 			OPX_DEF_RMA_CMA);
 	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
 			"Seal every eager packet sent with a CRC32C of header and payload, and "
