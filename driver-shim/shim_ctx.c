@@ -537,13 +537,13 @@ int shim_ctx_sleep_arm(struct shim_ctx *ctx)
 {
 	if (!ctx)
 		return -EINVAL;
-	/* seq_cst store then load of the ring: either we see the entry a
-	 * producer published, or the producer sees sleeping == 1 (up to the
-	 * relaxed-load window documented at shim_pio_publish()). */
 	int rc = shim_udp_wait_arm(ctx);
 
 	if (rc)
 		return rc;
+	/* seq_cst store then load of the ring: either we see the entry a
+	 * producer published, or the producer sees sleeping == 1 (up to the
+	 * relaxed-load window documented at shim_pio_publish()). */
 	atomic_store_explicit(&ctx->rx.ctl->sleeping, 1, memory_order_seq_cst);
 	if (shim_rx_peek(&ctx->rx)) {
 		atomic_store_explicit(&ctx->rx.ctl->sleeping, 0, memory_order_relaxed);

@@ -186,10 +186,7 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 	/* the owner counts its polls (a clock read on each would cost every
 	 * poll); standing still since the last tick that saw it move means
 	 * idle.  0: the owner never polled (a shim-level user, tests) */
-	if (polls != u->wd_polls) {
-		u->wd_polls = polls;
-		u->wd_polls_ns = now;
-	}
+	shim_udp_note_moved(polls, &u->wd_polls, &u->wd_polls_ns, now);
 	if (!polls || now - u->wd_polls_ns < SHIM_UDP_WD_IDLE_NS)
 		return;
 	pthread_mutex_lock(&u->lock);
@@ -202,12 +199,8 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 			continue;
 		/* an ack repeated for a peer resending, or a keepalive:
 		 * this process lives even while it does not progress */
-		uint32_t txc = atomic_load_explicit(&l->tx_count, memory_order_relaxed);
-
-		if (txc != l->wd_tx_seen) {
-			l->wd_tx_seen = txc;
-			l->wd_tx_ns = now;
-		}
+		shim_udp_note_moved(atomic_load_explicit(&l->tx_count, memory_order_relaxed),
+				    &l->wd_tx_seen, &l->wd_tx_ns, now);
 		if ((unread && p->udp_ack) ||
 		    shim_udp_since(now, l->wd_tx_ns) > SHIM_UDP_KEEPALIVE_NS)
 			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);

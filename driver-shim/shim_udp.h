@@ -74,7 +74,7 @@ struct shim_udp_link {
 	uint32_t wd_next;           /* next position to send again */
 	uint64_t wd_ns;             /* when that head last moved */
 	uint64_t wd_rto_ns;
-	uint32_t wd_tx_seen;        /* tx_count at its last look ... */
+	uint64_t wd_tx_seen;        /* tx_count at its last look ... */
 	uint64_t wd_tx_ns;          /* ... and when it last moved */
 };
 

@@ -560,6 +560,17 @@ static inline uint64_t shim_udp_since(uint64_t now, uint64_t then)
 {
 	return now > then ? now - then : 0;
 }
+/* A counter bumped on a hot path instead of a clock read there: a
+ * periodic reader notes when it last saw it move (*seen, *moved_ns), and
+ * shim_udp_since(now, *moved_ns) is how long it stood still, to a tick. */
+static inline void shim_udp_note_moved(uint64_t count, uint64_t *seen, uint64_t *moved_ns,
+				       uint64_t now)
+{
+	if (count != *seen) {
+		*seen = count;
+		*moved_ns = now;
+	}
+}
 /* Keepalive period: a flow silent this long on our side gets an ack. */
 #define SHIM_UDP_KEEPALIVE_NS 1000000000ull
 /* The peer stopped answering: shim_peer_alive() says false from now on

@@ -133,7 +133,7 @@ struct opx_rel_flow {
 	uint64_t rttvar_ns;
 	/* keepalive: the link's send count at the last timer pass, and
 	 * when it last moved */
-	uint32_t tx_seen;
+	uint64_t tx_seen;
 	uint64_t tx_seen_ns;
 };
 
@@ -416,10 +416,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		return;
 	}
 	/* silent on our side since the count last moved (to a timer tick) */
-	if (tx_count != f->tx_seen) {
-		f->tx_seen = tx_count;
-		f->tx_seen_ns = now;
-	}
+	shim_udp_note_moved(tx_count, &f->tx_seen, &f->tx_seen_ns, now);
 	if (shim_udp_since(now, f->tx_seen_ns) > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
 		opx_rel_ack(ep, peer, f);
 

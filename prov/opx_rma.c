@@ -110,8 +110,9 @@ struct opx_rma_state {
 	 * (grants come in request order), and anything else waits until none
 	 * is unanswered and every "written" packet is out. */
 	uint32_t grants_due;  /* pipelined writes not answered yet */
-	bool piped_refused;   /* one of them went back to chunks: so do the rest */
-	struct opx_rma_op *requeued; /* the last of those put back in the queue */
+	/* set while one of them went back to chunks and more are due (so do
+	 * the rest): the last of them put back in the queue */
+	struct opx_rma_op *requeued;
 	struct opx_rma_written { /* "written" packets that found no credits, in order */
 		struct shim_peer *peer;
 		uint64_t addr, key, data, cookie;
@@ -299,17 +300,14 @@ static int opx_rma_written_try(struct opx_ep *ep, struct opx_rma_state *st)
 
 		if (rc == -EAGAIN)
 			return rc;
-		if (rc) {
-			/* the target is gone: nobody to tell, nothing to hold */
-			shim_peer_close(w->peer);
-			st->wr_head++;
-			continue;
+		if (!rc) { /* else the target is gone: nobody to tell, nothing to hold */
+			e = shim_pio_entry(w->peer, &r, 0);
+			opx_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0, w->len,
+				     w->addr, w->data);
+			opx_pw_set(&e->hdr,
+				   &(union opx_pw){.rma = {.key = w->key, .op = w->cookie}});
+			shim_pio_publish(w->peer, &r, 0, 0);
 		}
-		e = shim_pio_entry(w->peer, &r, 0);
-		opx_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0, w->len, w->addr,
-			     w->data);
-		opx_pw_set(&e->hdr, &(union opx_pw){.rma = {.key = w->key, .op = w->cookie}});
-		shim_pio_publish(w->peer, &r, 0, 0);
 		shim_peer_close(w->peer);
 		st->wr_head++;
 	}
@@ -322,7 +320,7 @@ static bool opx_rma_can_pipe(struct opx_ep *ep, struct opx_rma_state *st, struct
 {
 	struct opx_av_entry *ent;
 
-	if (!op->cma || op->type != OPX_RT_WRITE || st->piped_refused ||
+	if (!op->cma || op->type != OPX_RT_WRITE || st->requeued ||
 	    st->wr_tail - st->wr_head + st->grants_due >= OPX_RMA_WRITTEN)
 		return false;
 	ent = opx_rma_entry(ep, op->dest);
@@ -1028,7 +1026,7 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 		if ((h->flags & OPX_PF_GRANT) && !status)
 			/* after a pipelined write before it fell back, writing
 			 * this one would overtake that one's chunks */
-			status = op->piped && st->piped_refused
+			status = op->piped && st->requeued
 					 ? -EPERM
 					 : opx_rma_write_granted(ep, st, op, h, pay);
 		if (status == -EPERM || (h->flags & (OPX_PF_CMA | OPX_PF_GRANT)) == OPX_PF_CMA) {
@@ -1045,18 +1043,14 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 				opx_list_insert_head(&st->requeued->link, &op->link);
 			else
 				opx_list_insert_head(&st->queue, &op->link);
-			if (op->piped) {
-				st->piped_refused = st->grants_due > 0;
-				st->requeued = st->piped_refused ? op : NULL;
-			}
+			if (op->piped)
+				st->requeued = st->grants_due ? op : NULL;
 			op->piped = false;
 			ep->rma_busy = true;
 			return 0;
 		}
-		if (op->piped && !st->grants_due) {
-			st->piped_refused = false;
+		if (op->piped && !st->grants_due)
 			st->requeued = NULL;
-		}
 		if (ent && !status)
 			ent->rma_cma = 1;
 	} else if (!status && (op->type == OPX_RT_READ ||
