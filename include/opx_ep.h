@@ -234,6 +234,10 @@ struct opx_ep {
 	struct opx_mp_state mp;
 	struct opx_list req_free;
 	struct opx_list ux_free;
+	/* opx_rx_defer: drains in a row that left an unmatched first packet
+	 * in the ring, and whether the coming drain may not (a peek's) */
+	uint32_t rx_defers;
+	bool rx_no_defer;
 	uint32_t idle;
 	uint16_t last_slid;
 	uint16_t last_sctx;

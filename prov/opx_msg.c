@@ -265,8 +265,11 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 	OPX_EP_LOCK(ep);
 	/* a peek answers from what arrived: let it arrive first (progress
 	 * does nothing on an endpoint not enabled yet) */
-	if (__builtin_expect(flags & FI_PEEK, 0))
+	if (__builtin_expect(flags & FI_PEEK, 0)) {
+		ep->rx_no_defer = true;
 		opx_ep_progress_locked(ep);
+		ep->rx_no_defer = false;
+	}
 	rc = opx_ep_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);
 	return rc;

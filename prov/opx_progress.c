@@ -11,7 +11,9 @@
  *   engines     opx_rndv_progress (SDMA pushes, queued control packets),
  *               opx_rma_progress (queued operations and replies)
  *   receive     opx_rx_drain: validate and dispatch each packet of the
- *               receive ring (opx_rx.c), as many as the CQs have room for
+ *               receive ring (opx_rx.c), as many as the CQs have room for;
+ *               a message nothing is posted for may wait a few drains
+ *               for its receive (opx_rx_defer)
  *     -> match     eager and multi-packet messages, RTS (opx_match.c)
  *     -> rndv      rendezvous control and data (opx_rndv.c)
  *     -> rma       one-sided requests and replies (opx_rma.c)

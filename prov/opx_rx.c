@@ -13,6 +13,9 @@
  * eager ring, the checksum when there is one.  A bad packet is dropped
  * and counted by reason (opx_ep_drops), never acted on.
  *
+ * A message's first packet that no posted receive matches may wait at the
+ * head for a few drains, until its receive is posted (opx_rx_defer).
+ *
  * A packet that cannot be absorbed now (the unexpected-message memory
  * bound is reached) stays at the head of the queue: its credits are not
  * returned, so senders see -FI_EAGAIN until the application posts
@@ -56,6 +59,41 @@ void opx_rx_advertise(struct opx_ep *ep)
 	rx->ctl->rx_flags = opx_env.checksum ? SHIM_RXF_CSUM : 0;
 }
 
+/* How many drains in a row may leave a first packet that no posted
+ * receive matches waiting in the ring (opx_rx_defer). */
+#define OPX_RX_DEFER_MAX 4
+
+/* Whether a first packet that no posted receive matches should wait in
+ * the ring a little rather than become an unexpected message now.  A
+ * receiver lagging a streaming sender (a broadcast root running ahead)
+ * finds its next message already queued: taken at once it is copied into
+ * an unexpected descriptor and copied again when the receive comes, and
+ * under a backlog the descriptors grow cold.  Left in the ring for the
+ * few progress calls until the application posts that receive, it goes
+ * straight into the receive buffer.  Bounded: once OPX_RX_DEFER_MAX
+ * drains in a row have waited, packets are taken as unexpected until one
+ * matches a posted receive again, so a packet nobody receives yet never
+ * holds back the ring (a rendezvous reply behind it, say) for long.  A
+ * peek never waits: it answers from what arrived. */
+static inline bool opx_rx_defer(struct opx_ep *ep)
+{
+	if (ep->rx_no_defer || ep->rx_defers >= OPX_RX_DEFER_MAX)
+		return false;
+	ep->rx_defers++;
+	return true;
+}
+
+/* The posted receive a first packet matches; a match re-arms deferral. */
+static inline struct opx_rx_req *opx_rx_match(struct opx_ep *ep, bool tagged, uint64_t tag,
+					      fi_addr_t src)
+{
+	struct opx_rx_req *req = opx_match_posted(ep, tagged, tag, src);
+
+	if (req)
+		ep->rx_defers = 0;
+	return req;
+}
+
 /* An unexpected message's first packet: describe it and queue it, in
  * arrival order, where receives and peeks look for it. */
 static void opx_ux_enqueue(struct opx_ep *ep, struct opx_ux *ux, const struct shim_pkt_hdr *h,
@@ -74,7 +112,7 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
 {
 	bool tagged = h->flags & OPX_PF_TAGGED;
 	fi_addr_t src = opx_ep_src(ep, h->slid, h->sctx);
-	struct opx_rx_req *req = opx_match_posted(ep, tagged, h->tag, src);
+	struct opx_rx_req *req = opx_rx_match(ep, tagged, h->tag, src);
 	struct opx_ux *ux;
 	size_t cap, off;
 
@@ -84,6 +122,8 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
 		opx_rx_complete(ep, req, off, cap, h->paylen, h->tag, h->data, h->flags, src, 0);
 		return 0;
 	}
+	if (opx_rx_defer(ep))
+		return -FI_EAGAIN;
 	ux = opx_ux_get(ep, h->paylen);
 	if (!ux)
 		return -FI_EAGAIN;
@@ -133,9 +173,13 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 		return 0;
 	}
 	src = opx_ep_src(ep, h->slid, h->sctx);
-	req = opx_match_posted(ep, tagged, h->tag, src);
+	req = opx_rx_match(ep, tagged, h->tag, src);
 	if (!req) {
-		struct opx_ux *ux = opx_ux_get(ep, total);
+		struct opx_ux *ux;
+
+		if (opx_rx_defer(ep))
+			return -FI_EAGAIN;
+		ux = opx_ux_get(ep, total);
 		if (!ux)
 			return -FI_EAGAIN;
 		if (mp->active)
@@ -255,10 +299,14 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	ux->data = h->data;
 	ux->src = src;
 	ux->pflags = h->flags;
-	req = opx_match_posted(ep, tagged, h->tag, src);
+	req = opx_rx_match(ep, tagged, h->tag, src);
 	if (req) {
 		opx_ux_deliver(ep, req, ux);
 		return 0;
+	}
+	if (opx_rx_defer(ep)) {
+		opx_ux_put(ep, ux);
+		return -FI_EAGAIN;
 	}
 	opx_ux_queue(ep, tagged, ux);
 	return 0;
@@ -288,7 +336,7 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	pay += sizeof(from);
 	len = h->paylen - sizeof(from);
 	src = opx_ep_src(ep, h->slid, h->sctx);
-	req = opx_match_posted(ep, tagged, h->tag, src);
+	req = opx_rx_match(ep, tagged, h->tag, src);
 	if (req) {
 		off = opx_req_claim(ep, req, len, &cap);
 		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
@@ -296,6 +344,8 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 		opx_rndv_ack(ep, &from, src, opx_pw(h).dc.cookie);
 		return 0;
 	}
+	if (opx_rx_defer(ep))
+		return -FI_EAGAIN;
 	ux = opx_ux_get(ep, len);
 	if (!ux)
 		return -FI_EAGAIN;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "match_fixture.h"
+#include "rdma/opx_ext.h"
 
 static ssize_t tm_trecvmsg(struct fid_ep *ep, void *buf, size_t len, fi_addr_t src, uint64_t tag,
 			   uint64_t ignore, void *ctx, uint64_t flags)
@@ -558,6 +559,104 @@ static int tm_ux_child(void)
 	return 0;
 }
 
+/* ---------------------------------------------------------------------
+ * A first packet nothing is posted for waits in the ring for a few
+ * drains (opx_rx_defer): a receiver that posts its next receive after
+ * each completion takes a stream of messages as expected ones.  The wait
+ * is bounded, and a rendezvous behind a message nobody receives still
+ * completes.
+ */
+static uint64_t tm_ux_msgs(struct tm_env *t)
+{
+	struct opx_stats_ops *ops = NULL;
+	struct opx_stats st;
+
+	assert_int_equal(fi_open_ops(&t->fx.ep->fid, OPX_STATS_OPS_NAME, 0, (void **)&ops, NULL),
+			 0);
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	assert_int_equal(ops->read(&t->fx.ep->fid, &st), 0);
+	return st.ux_msgs;
+}
+
+#define TM_DEFER_N 16
+
+static void test_ux_defer(void **state)
+{
+	struct tm_env *t = *state;
+	struct fi_context sctx[TM_DEFER_N], rctx, lctx, lsctx, x1ctx, x2ctx, pctx;
+	uint8_t sbuf[TM_DEFER_N][64], rbuf[64];
+	size_t big = 1 << 20;
+	uint8_t *lbuf, *lrbuf;
+	struct fx_comp c;
+
+	/* one receive posted; after its completion, the next one */
+	for (int i = 0; i < TM_DEFER_N; i++) {
+		tm_fill(sbuf[i], sizeof(sbuf[i]), (unsigned)i);
+		tm_tsend(t, t->fx.ep, sbuf[i], (size_t)(i % 2 ? 64 : 8), t->fx.self, 0x500, 0, false,
+			 &sctx[i]);
+	}
+	for (int i = 0; i < TM_DEFER_N; i++) {
+		size_t len = (size_t)(i % 2 ? 64 : 8);
+
+		memset(rbuf, 0, sizeof(rbuf));
+		assert_int_equal(fi_trecv(t->fx.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x500, 0,
+					  &rctx),
+				 0);
+		tm_wait(t, &rctx, &c);
+		assert_int_equal(c.err, 0);
+		assert_int_equal(c.e.len, len);
+		assert_int_equal(tm_check(rbuf, len, (unsigned)i), len);
+	}
+	for (int i = 0; i < TM_DEFER_N; i++)
+		tm_wait(t, &sctx[i], NULL);
+	/* each went straight into its receive (at most the first could have
+	 * been taken unexpected, by a drain before any receive was posted):
+	 * without the wait in the ring all but one would be unexpected */
+	assert_true(tm_ux_msgs(t) <= 1);
+
+	/* Nothing will be posted for this one: it becomes unexpected within
+	 * a few reads of the CQ, not never. */
+	tm_fill(sbuf[0], 8, 77);
+	tm_tsend(t, t->fx.ep, sbuf[0], 8, t->fx.self, 0x600, 0, false, &x1ctx);
+	{
+		uint64_t before = tm_ux_msgs(t);
+		int reads = 0;
+
+		while (tm_ux_msgs(t) == before && reads < 64) {
+			tm_poll(t);
+			reads++;
+		}
+		assert_int_equal(tm_ux_msgs(t), before + 1);
+		assert_true(reads <= 8);
+	}
+
+	/* A rendezvous behind a message nobody has posted for completes. */
+	tm_fill(sbuf[1], 8, 78);
+	tm_tsend(t, t->fx.ep, sbuf[1], 8, t->fx.self, 0x700, 0, false, &x2ctx);
+	lbuf = malloc(big);
+	lrbuf = calloc(1, big);
+	assert_true(lbuf && lrbuf);
+	tm_fill(lbuf, big, 79);
+	assert_int_equal(fi_trecv(t->fx.ep, lrbuf, big, NULL, FI_ADDR_UNSPEC, 0x701, 0, &lctx), 0);
+	if (tm_size_ok(t, big)) {
+		tm_tsend(t, t->fx.ep, lbuf, big, t->fx.self, 0x701, 0, false, &lsctx);
+		tm_wait(t, &lctx, &c);
+		assert_int_equal(c.err, 0);
+		assert_int_equal(tm_check(lrbuf, big, 79), big);
+		tm_wait(t, &lsctx, NULL);
+	}
+	/* and a peek finds a message that arrived, deferred or not */
+	assert_int_equal(tm_trecvmsg(t->fx.ep, NULL, 0, FI_ADDR_UNSPEC, 0x700, 0, &pctx, FI_PEEK), 0);
+	tm_wait(t, &pctx, &c);
+	assert_int_equal(c.err, 0);
+	assert_int_equal(c.e.len, 8);
+	tm_wait(t, &x1ctx, NULL);
+	tm_wait(t, &x2ctx, NULL);
+	free(lbuf);
+	free(lrbuf);
+}
+
 static void test_ux_bound(void **state)
 {
 	pid_t pid;
@@ -601,6 +700,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_cancel, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_multi_recv, tm_setup, tm_teardown),
 		cmocka_unit_test_setup_teardown(test_multi_recv_release, tm_setup, tm_teardown),
+		cmocka_unit_test_setup_teardown(test_ux_defer, tm_setup, tm_teardown),
 		cmocka_unit_test(test_ux_bound),
 	};
 
