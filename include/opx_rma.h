@@ -171,6 +171,9 @@ ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a);
 ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a);
 int opx_rma_rx_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 void opx_rma_progress(struct opx_ep *ep);
+/* One-sided operations posted here and not completed yet (their replies
+ * arrive through the receive ring). */
+bool opx_rma_outstanding(const struct opx_ep *ep);
 void opx_rma_fini(struct opx_ep *ep);
 
 extern struct fi_ops_rma opx_ops_rma;

@@ -175,6 +175,11 @@ void opx_rma_fini(struct opx_ep *ep)
 	ep->rma_busy = false;
 }
 
+bool opx_rma_outstanding(const struct opx_ep *ep)
+{
+	return ep->rma && ep->rma->busy_ops;
+}
+
 static void opx_rma_update_busy(struct opx_ep *ep, struct opx_rma_state *st)
 {
 	ep->rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies) ||

@@ -581,6 +581,22 @@ static uint64_t tm_ux_msgs(struct tm_env *t)
 
 #define TM_DEFER_N 16
 
+/* Take ctx's completion if a read stashed it already (no progress). */
+static bool tm_stashed(struct tm_env *t, void *ctx, struct fx_comp *out)
+{
+	struct fx_stash *st = &t->stash;
+
+	for (size_t i = 0; i < st->n; i++) {
+		if (st->seen[i].ctx != ctx)
+			continue;
+		*out = st->seen[i];
+		memmove(&st->seen[i], &st->seen[i + 1], (st->n - i - 1) * sizeof(st->seen[0]));
+		st->n--;
+		return true;
+	}
+	return false;
+}
+
 static void test_ux_defer(void **state)
 {
 	struct tm_env *t = *state;
@@ -631,16 +647,44 @@ static void test_ux_defer(void **state)
 		assert_true(reads <= 8);
 	}
 
-	/* A rendezvous behind a message nobody has posted for completes. */
+	/* A message nobody has posted for never holds back one behind it
+	 * that has its receive posted: that one completes in the first read
+	 * (it waited OPX_RX_DEFER_MAX reads behind the other before). */
+	assert_int_equal(fi_trecv(t->fx.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x6ff, 0,
+				  &rctx),
+			 0);
+	tm_tsend(t, t->fx.ep, sbuf[1], 8, t->fx.self, 0x6ff, 0, false, &sctx[1]);
+	tm_wait(t, &rctx, &c); /* matched from the ring: waiting is allowed again */
+	tm_wait(t, &sctx[1], NULL);
 	tm_fill(sbuf[1], 8, 78);
+	memset(rbuf, 0, sizeof(rbuf));
+	assert_int_equal(fi_trecv(t->fx.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x701, 0,
+				  &rctx),
+			 0);
 	tm_tsend(t, t->fx.ep, sbuf[1], 8, t->fx.self, 0x700, 0, false, &x2ctx);
+	tm_tsend(t, t->fx.ep, sbuf[1], 8, t->fx.self, 0x701, 0, false, &sctx[0]);
+	{
+		int reads = 0;
+
+		while (!tm_stashed(t, &rctx, &c) && reads < 64) {
+			tm_poll(t);
+			reads++;
+		}
+		assert_int_equal(c.err, 0);
+		assert_int_equal(tm_check(rbuf, 8, 78), 8);
+		assert_true(reads <= 2);
+	}
+
+	/* A rendezvous sent behind it, received later, completes. */
 	lbuf = malloc(big);
 	lrbuf = calloc(1, big);
 	assert_true(lbuf && lrbuf);
 	tm_fill(lbuf, big, 79);
-	assert_int_equal(fi_trecv(t->fx.ep, lrbuf, big, NULL, FI_ADDR_UNSPEC, 0x701, 0, &lctx), 0);
 	if (tm_size_ok(t, big)) {
-		tm_tsend(t, t->fx.ep, lbuf, big, t->fx.self, 0x701, 0, false, &lsctx);
+		tm_tsend(t, t->fx.ep, lbuf, big, t->fx.self, 0x702, 0, false, &lsctx);
+		tm_progress(t, 2);
+		assert_int_equal(fi_trecv(t->fx.ep, lrbuf, big, NULL, FI_ADDR_UNSPEC, 0x702, 0, &lctx),
+				 0);
 		tm_wait(t, &lctx, &c);
 		assert_int_equal(c.err, 0);
 		assert_int_equal(tm_check(lrbuf, big, 79), big);
@@ -653,6 +697,7 @@ static void test_ux_defer(void **state)
 	assert_int_equal(c.e.len, 8);
 	tm_wait(t, &x1ctx, NULL);
 	tm_wait(t, &x2ctx, NULL);
+	tm_wait(t, &sctx[0], NULL);
 	free(lbuf);
 	free(lrbuf);
 }
