@@ -160,8 +160,10 @@ static void opx_params_define(void)
 	fi_param_define(&opx_prov, "RNDV_SPLIT", FI_PARAM_SIZE_T,
 			"From this message size the CMA rendezvous copy is split: the receiver "
 			"reads the first half while the sender writes the second, so both cores "
-			"copy at once; a receiver that refuses CMA writes (not dumpable, Yama) "
-			"makes the receiver pull that half too; 0 disables (default: %zu; 0 when "
+			"copy at once, unless the receiver has rendezvous sends of its own in "
+			"flight (its peers are busy pulling them); a receiver that refuses CMA "
+			"writes (not dumpable, Yama) makes the receiver pull that half too; 0 "
+			"disables (default: %zu; 0 when "
 			"more ranks than CPUs run on the host, see SPIN_COUNT)",
 			OPX_DEF_RNDV_SPLIT);
 	fi_param_define(&opx_prov, "RMA_CMA", FI_PARAM_SIZE_T,

@@ -1200,6 +1200,75 @@ static void test_split_refused(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The split copy has the sender write part of the data: only a sender
+ * with CPU to spare.  A receiver with rendezvous sends of its own in
+ * flight (its peers are busy pulling them) pulls the whole message, so
+ * its receive completes while the sender does not progress at all. */
+static void test_split_busy(void **state)
+{
+	struct tp_env *t = *state;
+	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	const size_t big = 1 << 20;
+	uint8_t *src = malloc(big), *dst = calloc(1, big), *out = malloc(big), *in = calloc(1, big);
+	char name[64];
+	size_t namelen = sizeof(name);
+	struct fid_cq *cq_tx;
+	struct fid_ep *tx;
+	fi_addr_t a_tx;
+	void *ctx;
+
+	assert_true(src && dst && out && in);
+	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq_tx, NULL), 0);
+	tp_ep_on(t, cq_tx, &tx);
+	assert_int_equal(fi_getname(&tx->fid, name, &namelen), 0);
+	assert_int_equal(fi_av_insert(t->fx.av, name, 1, &a_tx, 0, NULL), 1);
+
+	/* 1: a plain pull proves CMA for the receiver */
+	tp_fill(src, big, 61);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xb1, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xb1, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
+	assert_true(tp_intact(dst, big, 61));
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, src);
+
+	/* 2: nothing of its own in flight: split, the receive waits for tx */
+	tp_fill(src, big, 62);
+	memset(dst, 0, big);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xb2, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xb2, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, 200), -FI_ETIMEDOUT);
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, src);
+	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
+	assert_true(tp_intact(dst, big, 62));
+
+	/* 3: a rendezvous send of its own to tx in flight: pulled whole */
+	tp_fill(out, big, 63);
+	assert_int_equal(fi_tsend(t->fx.ep, out, big, NULL, a_tx, 0xb4, out), 0);
+	tp_fill(src, big, 64);
+	memset(dst, 0, big);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xb3, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xb3, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
+	assert_true(tp_intact(dst, big, 64));
+	/* tx: its send is done; it receives ours, which then completes */
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, src);
+	assert_int_equal(fi_trecv(tx, in, big, NULL, FI_ADDR_UNSPEC, 0xb4, 0, in), 0);
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, in);
+	assert_true(tp_intact(in, big, 63));
+	assert_int_equal(tp_wait(t, out, NULL, TP_WAIT_MS), 0);
+
+	assert_int_equal(fi_close(&tx->fid), 0);
+	assert_int_equal(fi_close(&cq_tx->fid), 0);
+	free(src);
+	free(dst);
+	free(out);
+	free(in);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], TP_SPLIT_CHILD) == 0)
@@ -1216,6 +1285,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_hole_provider, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_av_remove_inflight, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_anon_evicted_inflight, tp_setup, tp_teardown),
+		cmocka_unit_test_setup_teardown(test_split_busy, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_dead_receiver, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_rts, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_ctl, tp_setup, tp_teardown),
