@@ -28,7 +28,7 @@
 /* Rendezvous pulls with Cross Memory Attach, which has no size limit of
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
-#define OPX_DEF_RNDV_SPLIT ((size_t)64 << 10)
+#define OPX_DEF_RNDV_SPLIT ((size_t)32 << 10)
 #define OPX_DEF_RMA_CMA ((size_t)16 << 10)
 #define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
 #define OPX_DEF_JKEY (-1)

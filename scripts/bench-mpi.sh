@@ -9,7 +9,7 @@
 #   bidirectional bandwidth (osu_bibw-like) and message rate (the bw run's
 #   messages per second), at every power of two from 1 B to 4 MiB and one
 #   byte either side of each protocol threshold (inline 16 B, packet 8 KiB,
-#   split copy 64 KiB).
+#   split copy 32 KiB).
 # Collectives (test/bench/mpi_collbench.c): allreduce, alltoall, bcast and
 #   an IMB-style neighbour exchange at 2 ranks and at 4 ranks; then
 #   allreduce and the exchange of 64 KiB at 8 and 16 ranks, many more ranks
@@ -46,7 +46,7 @@ SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 read -r -a STACKS <<<"${BENCH_MPI_STACKS:-opx vader shm}"
 pow2=""
 for ((s = 1; s <= 4194304; s *= 2)); do pow2="$pow2 $s"; done
-SIZES=${BENCH_MPI_SIZES:-$(printf '%s\n' $pow2 15 17 8191 8193 65535 65537 | sort -n | tr '\n' ' ')}
+SIZES=${BENCH_MPI_SIZES:-$(printf '%s\n' $pow2 15 17 8191 8193 32767 32769 | sort -n | tr '\n' ' ')}
 COLL_SIZES=${BENCH_MPI_COLL_SIZES:-"8 64 128 1024 65536"}
 NPS=${BENCH_MPI_NPS:-"2 4"}
 OVERSUB=${BENCH_MPI_OVERSUB:-"8 16"}

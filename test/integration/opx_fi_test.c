@@ -440,13 +440,15 @@ static int t_setup(void)
 /* ---- helpers for subtests --------------------------------------------- */
 
 /* Every protocol threshold of a provider like opx +-1: 16 B inline,
- * 8 KiB MTU (one packet), 16 KiB eager maximum (rendezvous above), then
+ * 8 KiB MTU (one packet), 16 KiB eager maximum (rendezvous above), 32 KiB
+ * split copy, then
  * a few MiB sizes up to 64 MiB where a rendezvous is many SDMA requests
  * or CMA iovecs.  Sizes a provider cannot send are skipped. */
 const size_t t_sweep[] = {
 	0,	   1,	      15,	 16,	       17,	     63,
 	64,	   65,	      4095,	 4096,	       4097,	     8191,
-	8192,	   8193,      16383,	 16384,	       16385,	     65535,
+	8192,	   8193,      16383,	 16384,	       16385,	     32767,
+	32768,	   32769,     65535,
 	65536,	   65537,     T_MIB - 1, T_MIB,	       T_MIB + 1,    4 * T_MIB + 3,
 	16 * T_MIB, 64 * T_MIB - 1, 64 * T_MIB,
 };

@@ -21,7 +21,8 @@
 #define LARGE_ITERS 2
 
 static const size_t large_sizes[] = {
-	16383,		  16384,	    16385,	      65535,
+	16383,		  16384,	    16385,	      32767,
+	32768,		  32769,	    65535,
 	65536,		  65537,	    LARGE_MIB - 1,    LARGE_MIB,
 	LARGE_MIB + 1,	  4 * LARGE_MIB,    16 * LARGE_MIB,   64 * LARGE_MIB - 1,
 	64 * LARGE_MIB,	  64 * LARGE_MIB + 1,

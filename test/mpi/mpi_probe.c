@@ -29,7 +29,7 @@ static int probe_nsizes;
 static void probe_build_sizes(void)
 {
 	static const size_t extra[] = { 15, 17, 4095, 4097, 8191, 8193,
-					16383, 16385, 65535, 65537,
+					16383, 16385, 32767, 32769, 65535, 65537,
 					100000 };
 
 	probe_sizes[probe_nsizes++] = 0;

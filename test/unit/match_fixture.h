@@ -26,7 +26,7 @@
 /* Thresholds: inline <= 16, one packet <= 8192 (MTU), multi-packet eager
  * <= FI_OPX_EAGER_MAX (64 KiB default), rendezvous above. */
 static const size_t tm_sizes[] = {0,	 1,	15,    16,    17,    63,    64,    65,    8191,
-				  8192,	 8193,	16383, 16384, 16385, 65535, 65536, 65537, TM_MIB};
+				  8192,	 8193,	16383, 16384, 16385, 32767, 32768, 32769, 65535, 65536, 65537, TM_MIB};
 #define TM_NSIZES (sizeof(tm_sizes) / sizeof(tm_sizes[0]))
 
 struct tm_env {

@@ -215,7 +215,7 @@ static int tl_child_params_max(void)
  * to fd 4 and reads the other's from fd 3. */
 static const size_t tl_xsizes[] = {0,	  1,	 16,	17,    255,   256,    257,    1023,
 				   1024,  1025,	 2049,	4095,  4096,  4097,   8191,   8192,
-				   8193,  16383, 16384, 16385, 32768, 65535,  65536,  65537,
+				   8193,  16383, 16384, 16385, 32767, 32768, 32769, 65535,  65536,  65537,
 				   100000, 262144, 1 << 20};
 #define TL_NX (sizeof(tl_xsizes) / sizeof(tl_xsizes[0]))
 
@@ -425,10 +425,10 @@ static void test_params_oversub(void **state)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	char over[64], fit[64], hydra[64];
 	const char *c_over[] = {over, "TL_EXPECT=200 0 1", NULL};
-	const char *c_fit[] = {fit, "TL_EXPECT=1000 65536 0", NULL};
+	const char *c_fit[] = {fit, "TL_EXPECT=1000 32768 0", NULL};
 	const char *c_set[] = {hydra, "FI_OPX_SPIN_COUNT=7", "TL_EXPECT=7 0 1", NULL};
 	const char *c_split[] = {over, "FI_OPX_RNDV_SPLIT=4096", "TL_EXPECT=200 4096 1", NULL};
-	const char *c_junk[] = {"OMPI_COMM_WORLD_LOCAL_SIZE=lots", "TL_EXPECT=1000 65536 0", NULL};
+	const char *c_junk[] = {"OMPI_COMM_WORLD_LOCAL_SIZE=lots", "TL_EXPECT=1000 32768 0", NULL};
 	const char *const *cases[] = {c_over, c_fit, c_set, c_split, c_junk};
 
 	(void)state;

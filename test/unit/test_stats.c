@@ -19,8 +19,8 @@ static char ts_dir[] = "/tmp/opx-test-stats.XXXXXX";
 static char ts_pattern[256];
 
 /* The exchange: sizes and the protocol each takes with default settings
- * (inline <= 16 B, eager <= 8 KiB, rendezvous pull below 64 KiB, split
- * copy from 64 KiB). */
+ * (inline <= 16 B, eager <= 8 KiB, rendezvous pull below 32 KiB, split
+ * copy from 32 KiB). */
 static const struct {
 	size_t len;
 	enum opx_proto proto;
