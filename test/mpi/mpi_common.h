@@ -48,6 +48,29 @@ static const char *test_name = "mpi_test";
 		}                                                             \
 	} while (0)
 
+/* MPI_Waitall whose failure names each request's own error (the
+ * aggregate MPI_ERR_IN_STATUS alone does not say which, or what). */
+#define TEST_WAITALL(n, req, st)                                              \
+	do {                                                                  \
+		int rc_ = MPI_Waitall((n), (req), (st));                      \
+		if (rc_ == MPI_ERR_IN_STATUS) {                               \
+			for (int i_ = 0; i_ < (n); i_++) {                    \
+				char es_[MPI_MAX_ERROR_STRING];               \
+				int el_ = 0;                                  \
+				if ((st)[i_].MPI_ERROR == MPI_SUCCESS)        \
+					continue;                             \
+				MPI_Error_string((st)[i_].MPI_ERROR, es_, &el_); \
+				fprintf(stderr,                               \
+					"rank %d request %d: error %d (%s), " \
+					"source %d tag %d\n",                 \
+					test_rank, i_, (st)[i_].MPI_ERROR, es_, \
+					(st)[i_].MPI_SOURCE, (st)[i_].MPI_TAG); \
+			}                                                     \
+		}                                                             \
+		if (rc_ != MPI_SUCCESS)                                       \
+			TEST_FAIL("MPI_Waitall(%d) returned %d", (int)(n), rc_); \
+	} while (0)
+
 static inline void test_alarm_handler(int sig)
 {
 	static const char msg[] = "FAIL: timeout (alarm) - test hung\n";

@@ -118,7 +118,7 @@ static void large_ring_nonblocking(size_t len, int iter)
 		TEST_MPI(MPI_Isend(sbuf, (int)len, MPI_BYTE, right, tag,
 				   MPI_COMM_WORLD, &req[1]));
 	}
-	TEST_MPI(MPI_Waitall(2, req, st));
+	TEST_WAITALL(2, req, st);
 	large_check_status(&st[0], left, tag, len, "non-blocking ring");
 	TEST_CHECK_BUF(rbuf, len, left, iter, (int)(len & 0xffff) + 1,
 		       "non-blocking ring");
@@ -185,7 +185,7 @@ static void large_vector_one(size_t nblk, size_t blk, size_t stride,
 		TEST_MPI(MPI_Isend(s, (int)packed, MPI_BYTE, right, tag,
 				   MPI_COMM_WORLD, &req[1]));
 	}
-	TEST_MPI(MPI_Waitall(2, req, st));
+	TEST_WAITALL(2, req, st);
 	large_check_status(&st[0], left, tag, packed, "vector");
 	if (vec_on_send) {
 		TEST_CHECK_BUF(r, packed, left, 0, salt,
@@ -282,7 +282,7 @@ static void large_order(int posted_first, int seqno)
 					   MPI_BYTE, MPI_ANY_SOURCE, tag,
 					   MPI_COMM_WORLD, &rreq[k]));
 	}
-	TEST_MPI(MPI_Waitall(n, rreq, st));
+	TEST_WAITALL(n, rreq, st);
 	TEST_MPI(MPI_Waitall(n, sreq, MPI_STATUSES_IGNORE));
 	for (int k = 0; k < n; k++) {
 		char what[96];
