@@ -74,8 +74,9 @@ void opx_rx_advertise(struct opx_ep *ep)
  *
  * It must not hold back anything queued behind it that the application
  * waits for, so it waits only while nothing can be: no receive posted
- * (a message behind it could match one), no rendezvous or multi-packet
- * message of ours in flight, no one-sided operation of ours unanswered.
+ * (a message behind it could match one), no rendezvous send or receive
+ * in flight, no multi-packet message half arrived, no one-sided operation
+ * of ours unanswered.
  * (Recursive doubling at 4 ranks on 2 cores got twice as slow when a
  * next-round message waited in front of this round's.)  And only for
  * OPX_RX_DEFER_MAX drains in a row; then packets are taken as unexpected

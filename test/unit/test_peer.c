@@ -612,6 +612,33 @@ static int tp_cq_one(struct fid_cq *cq, void **ctx, unsigned ms)
 	return -FI_ETIMEDOUT;
 }
 
+/* tx (its own CQ cq_tx) sends len bytes to the fixture's endpoint, which
+ * pulls them whole: a first pull proves CMA, the split copy's condition. */
+static void tp_first_pull(struct tp_env *t, struct fid_ep *tx, struct fid_cq *cq_tx, uint8_t *src,
+			  uint8_t *dst, size_t len, unsigned seed, uint64_t tag)
+{
+	void *ctx;
+
+	tp_fill(src, len, seed);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, len, NULL, FI_ADDR_UNSPEC, tag, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, len, NULL, t->fx.self, tag, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
+	assert_true(tp_intact(dst, len, seed));
+	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
+	assert_ptr_equal(ctx, src);
+}
+
+/* The same, split: the receive waits for tx, which has not progressed. */
+static void tp_split_started(struct tp_env *t, struct fid_ep *tx, uint8_t *src, uint8_t *dst,
+			     size_t len, unsigned seed, uint64_t tag)
+{
+	tp_fill(src, len, seed);
+	memset(dst, 0, len);
+	assert_int_equal(fi_trecv(t->fx.ep, dst, len, NULL, FI_ADDR_UNSPEC, tag, 0, dst), 0);
+	assert_int_equal(fi_tsend(tx, src, len, NULL, t->fx.self, tag, src), 0);
+	assert_int_equal(tp_wait(t, dst, NULL, 200), -FI_ETIMEDOUT);
+}
+
 static void test_anon_evicted_inflight(void **state)
 {
 	struct tp_env *t = *state;
@@ -632,19 +659,10 @@ static void test_anon_evicted_inflight(void **state)
 		tp_ep_on(t, cq_others, &others[i]);
 
 	/* 1: a plain pull proves CMA for the receiver */
-	tp_fill(src, big, 51);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xa1, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xa1, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, src);
+	tp_first_pull(t, tx, cq_tx, src, dst, big, 51, 0xa1);
 
 	/* 2: split; the receiver now waits for tx's WDONE */
-	tp_fill(src, big, 52);
-	memset(dst, 0, big);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xa2, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xa2, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, 200), -FI_ETIMEDOUT);
+	tp_split_started(t, tx, src, dst, big, 52, 0xa2);
 
 	/* 3: other anonymous senders push tx out of the receiver's cache */
 	tp_fill(osrc, small, 53);
@@ -1224,20 +1242,10 @@ static void test_split_busy(void **state)
 	assert_int_equal(fi_av_insert(t->fx.av, name, 1, &a_tx, 0, NULL), 1);
 
 	/* 1: a plain pull proves CMA for the receiver */
-	tp_fill(src, big, 61);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xb1, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xb1, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
-	assert_true(tp_intact(dst, big, 61));
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, src);
+	tp_first_pull(t, tx, cq_tx, src, dst, big, 61, 0xb1);
 
 	/* 2: nothing of its own in flight: split, the receive waits for tx */
-	tp_fill(src, big, 62);
-	memset(dst, 0, big);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xb2, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xb2, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, 200), -FI_ETIMEDOUT);
+	tp_split_started(t, tx, src, dst, big, 62, 0xb2);
 	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
 	assert_ptr_equal(ctx, src);
 	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
