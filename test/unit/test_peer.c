@@ -11,6 +11,8 @@
  *    CTW from a stranger);
  *  - the split copy when the receiver refuses CMA writes;
  *  - fi_av_remove while a rendezvous with that peer is in flight.
+ * The split copy's other choices are in test_peer_split.c; what both
+ * share is peer_fixture.c.
  *
  * Shim-level tests use unit SHIM_MAX_UNITS - 2 with tiny rings, so that
  * test_shim (last unit) and the provider suites (unit 0) running at the
@@ -33,7 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fixture.h"
+#include "peer_fixture.h"
 
 #include "../../driver-shim/shim_internal.h"
 #include "opx_ep.h"
@@ -43,26 +45,6 @@
 #define TP_EGR (16u * 1024u)
 #define TP_UNIT ((int)SHIM_MAX_UNITS - 2)
 #define TP_JKEY 0x5150
-#define TP_WAIT_MS 5000u
-
-static uint8_t tp_pat(unsigned seed, size_t i)
-{
-	return (uint8_t)(seed * 131u + i * 7u + (i >> 8) + (i >> 16));
-}
-
-static void tp_fill(void *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		((uint8_t *)buf)[i] = tp_pat(seed, i);
-}
-
-static bool tp_intact(const void *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (((const uint8_t *)buf)[i] != tp_pat(seed, i))
-			return false;
-	return true;
-}
 
 /* ---------------------------------------------------------------------
  * Shim level: a receive context in this process, senders in others.
@@ -361,78 +343,6 @@ static void test_claim_slots(void **state)
 /* ---------------------------------------------------------------------
  * Provider level.
  */
-struct tp_env {
-	struct fx_env fx;
-	struct fid_ep *ep2;
-	fi_addr_t a2;
-	struct fx_stash stash; /* completions not yet claimed */
-};
-
-static void tp_poll(struct tp_env *t)
-{
-	fx_stash_poll(t->fx.cq, &t->stash);
-}
-
-/* The completion of ctx within ms: 0 and *out, or -FI_ETIMEDOUT. */
-static int tp_wait(struct tp_env *t, void *ctx, struct fx_comp *out, unsigned ms)
-{
-	return fx_stash_wait(t->fx.cq, &t->stash, ctx, out, ms);
-}
-
-static void tp_open_ep(struct tp_env *t, struct fid_ep **ep, fi_addr_t *addr)
-{
-	char name[64];
-	size_t namelen = sizeof(name);
-
-	assert_int_equal(fi_endpoint(t->fx.domain, t->fx.info, ep, NULL), 0);
-	assert_int_equal(fi_ep_bind(*ep, &t->fx.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	assert_int_equal(fi_ep_bind(*ep, &t->fx.av->fid, 0), 0);
-	assert_int_equal(fi_enable(*ep), 0);
-	assert_int_equal(fi_getname(&(*ep)->fid, name, &namelen), 0);
-	assert_int_equal(fi_av_insert(t->fx.av, name, 1, addr, 0, NULL), 1);
-}
-
-static int tp_setup(void **state)
-{
-	struct tp_env *t = calloc(1, sizeof(*t));
-
-	if (!t)
-		return -1;
-	if (fx_open(&t->fx, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED)) {
-		free(t);
-		return -1;
-	}
-	*state = t;
-	return 0;
-}
-
-static int tp_teardown(void **state)
-{
-	struct tp_env *t = *state;
-
-	if (t->ep2)
-		(void)fi_close(&t->ep2->fid);
-	fx_close(&t->fx);
-	free(t);
-	*state = NULL;
-	return 0;
-}
-
-static void tp_tsend(struct tp_env *t, struct fid_ep *ep, const void *buf, size_t len,
-		     fi_addr_t dest, uint64_t tag, void *ctx)
-{
-	uint64_t end = fx_now_ms() + TP_WAIT_MS;
-	ssize_t rc;
-
-	for (;;) {
-		rc = fi_tsend(ep, buf, len, NULL, dest, tag, ctx);
-		if (rc != -FI_EAGAIN || fx_now_ms() > end)
-			break;
-		tp_poll(t);
-	}
-	assert_int_equal(rc, 0);
-}
-
 static struct shim_addr tp_name(struct fid_ep *ep)
 {
 	struct shim_addr a;
@@ -571,130 +481,11 @@ static void test_av_remove_inflight(void **state)
 	free(dst);
 }
 
-/* The anonymous-peer cache (item 6): a split receive from a sender that is
- * not in the AV holds the cached mapping of that sender; sixteen other
- * anonymous senders evict it from the cache while the receive waits for
- * the sender's WDONE.  The idle watch then looks at the receive's peer:
- * it must still be mapped (old code: a freed peer), and the message must
- * arrive intact.  Separate CQs let the test order each side's progress. */
-#define TP_ANON_SENDERS (OPX_ANON_PEERS + 1)
 
-static void tp_ep_on(struct tp_env *t, struct fid_cq *cq, struct fid_ep **ep)
-{
-	assert_int_equal(fi_endpoint(t->fx.domain, t->fx.info, ep, NULL), 0);
-	assert_int_equal(fi_ep_bind(*ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	assert_int_equal(fi_ep_bind(*ep, &t->fx.av->fid, 0), 0);
-	assert_int_equal(fi_enable(*ep), 0);
-}
 
-/* Read one completion of cq within ms (any context); its error or 0. */
-static int tp_cq_one(struct fid_cq *cq, void **ctx, unsigned ms)
-{
-	uint64_t end = fx_now_ms() + ms;
-	struct fi_cq_tagged_entry ent;
 
-	while (fx_now_ms() < end) {
-		ssize_t n = fi_cq_read(cq, &ent, 1);
 
-		if (n == 1) {
-			*ctx = ent.op_context;
-			return 0;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee = {0};
 
-			assert_int_equal(fi_cq_readerr(cq, &ee, 0), 1);
-			*ctx = ee.op_context;
-			return ee.err;
-		}
-		assert_int_equal(n, -FI_EAGAIN);
-	}
-	return -FI_ETIMEDOUT;
-}
-
-/* tx (its own CQ cq_tx) sends len bytes to the fixture's endpoint, which
- * pulls them whole: a first pull proves CMA, the split copy's condition. */
-static void tp_first_pull(struct tp_env *t, struct fid_ep *tx, struct fid_cq *cq_tx, uint8_t *src,
-			  uint8_t *dst, size_t len, unsigned seed, uint64_t tag)
-{
-	void *ctx;
-
-	tp_fill(src, len, seed);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, len, NULL, FI_ADDR_UNSPEC, tag, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, len, NULL, t->fx.self, tag, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
-	assert_true(tp_intact(dst, len, seed));
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, src);
-}
-
-/* The same, split: the receive waits for tx, which has not progressed. */
-static void tp_split_started(struct tp_env *t, struct fid_ep *tx, uint8_t *src, uint8_t *dst,
-			     size_t len, unsigned seed, uint64_t tag)
-{
-	tp_fill(src, len, seed);
-	memset(dst, 0, len);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, len, NULL, FI_ADDR_UNSPEC, tag, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, len, NULL, t->fx.self, tag, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, 200), -FI_ETIMEDOUT);
-}
-
-static void test_anon_evicted_inflight(void **state)
-{
-	struct tp_env *t = *state;
-	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
-	struct fid_cq *cq_tx, *cq_others;
-	struct fid_ep *tx, *others[TP_ANON_SENDERS];
-	const size_t big = 1 << 20, small = 32 * 1024; /* pulled whole, not split */
-	uint8_t *src = malloc(big), *dst = calloc(1, big), *osrc = malloc(small);
-	uint8_t *odst = calloc(TP_ANON_SENDERS, small);
-	void *ctx;
-	int got;
-
-	assert_true(src && dst && osrc && odst);
-	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq_tx, NULL), 0);
-	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq_others, NULL), 0);
-	tp_ep_on(t, cq_tx, &tx); /* not inserted: the receiver answers it anonymously */
-	for (int i = 0; i < TP_ANON_SENDERS; i++)
-		tp_ep_on(t, cq_others, &others[i]);
-
-	/* 1: a plain pull proves CMA for the receiver */
-	tp_first_pull(t, tx, cq_tx, src, dst, big, 51, 0xa1);
-
-	/* 2: split; the receiver now waits for tx's WDONE */
-	tp_split_started(t, tx, src, dst, big, 52, 0xa2);
-
-	/* 3: other anonymous senders push tx out of the receiver's cache */
-	tp_fill(osrc, small, 53);
-	for (int i = 0; i < TP_ANON_SENDERS; i++) {
-		assert_int_equal(fi_trecv(t->fx.ep, odst + (size_t)i * small, small, NULL,
-					  FI_ADDR_UNSPEC, 0xa3, 0, odst + (size_t)i * small),
-				 0);
-		assert_int_equal(fi_tsend(others[i], osrc, small, NULL, t->fx.self, 0xa3, osrc), 0);
-		assert_int_equal(tp_wait(t, odst + (size_t)i * small, NULL, TP_WAIT_MS), 0);
-		assert_true(tp_intact(odst + (size_t)i * small, small, 53));
-	}
-	for (got = 0; got < TP_ANON_SENDERS; got++)
-		assert_int_equal(tp_cq_one(cq_others, &ctx, TP_WAIT_MS), 0);
-	/* idle polls: the watch looks at the waiting receive's peer */
-	assert_int_equal(tp_wait(t, dst, NULL, 150), -FI_ETIMEDOUT);
-
-	/* 4: tx answers, the receive completes intact */
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, src);
-	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
-	assert_true(tp_intact(dst, big, 52));
-
-	for (int i = 0; i < TP_ANON_SENDERS; i++)
-		assert_int_equal(fi_close(&others[i]->fid), 0);
-	assert_int_equal(fi_close(&tx->fid), 0);
-	assert_int_equal(fi_close(&cq_tx->fid), 0);
-	assert_int_equal(fi_close(&cq_others->fid), 0);
-	free(src);
-	free(dst);
-	free(osrc);
-	free(odst);
-}
 
 /* ---------------------------------------------------------------------
  * A receiver that died (item 2).
@@ -1218,64 +1009,6 @@ static void test_split_refused(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-/* The split copy has the sender write part of the data: only a sender
- * with CPU to spare.  A receiver with rendezvous sends of its own in
- * flight (its peers are busy pulling them) pulls the whole message, so
- * its receive completes while the sender does not progress at all. */
-static void test_split_busy(void **state)
-{
-	struct tp_env *t = *state;
-	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
-	const size_t big = 1 << 20;
-	uint8_t *src = malloc(big), *dst = calloc(1, big), *out = malloc(big), *in = calloc(1, big);
-	char name[64];
-	size_t namelen = sizeof(name);
-	struct fid_cq *cq_tx;
-	struct fid_ep *tx;
-	fi_addr_t a_tx;
-	void *ctx;
-
-	assert_true(src && dst && out && in);
-	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq_tx, NULL), 0);
-	tp_ep_on(t, cq_tx, &tx);
-	assert_int_equal(fi_getname(&tx->fid, name, &namelen), 0);
-	assert_int_equal(fi_av_insert(t->fx.av, name, 1, &a_tx, 0, NULL), 1);
-
-	/* 1: a plain pull proves CMA for the receiver */
-	tp_first_pull(t, tx, cq_tx, src, dst, big, 61, 0xb1);
-
-	/* 2: nothing of its own in flight: split, the receive waits for tx */
-	tp_split_started(t, tx, src, dst, big, 62, 0xb2);
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, src);
-	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
-	assert_true(tp_intact(dst, big, 62));
-
-	/* 3: a rendezvous send of its own to tx in flight: pulled whole */
-	tp_fill(out, big, 63);
-	assert_int_equal(fi_tsend(t->fx.ep, out, big, NULL, a_tx, 0xb4, out), 0);
-	tp_fill(src, big, 64);
-	memset(dst, 0, big);
-	assert_int_equal(fi_trecv(t->fx.ep, dst, big, NULL, FI_ADDR_UNSPEC, 0xb3, 0, dst), 0);
-	assert_int_equal(fi_tsend(tx, src, big, NULL, t->fx.self, 0xb3, src), 0);
-	assert_int_equal(tp_wait(t, dst, NULL, TP_WAIT_MS), 0);
-	assert_true(tp_intact(dst, big, 64));
-	/* tx: its send is done; it receives ours, which then completes */
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, src);
-	assert_int_equal(fi_trecv(tx, in, big, NULL, FI_ADDR_UNSPEC, 0xb4, 0, in), 0);
-	assert_int_equal(tp_cq_one(cq_tx, &ctx, TP_WAIT_MS), 0);
-	assert_ptr_equal(ctx, in);
-	assert_true(tp_intact(in, big, 63));
-	assert_int_equal(tp_wait(t, out, NULL, TP_WAIT_MS), 0);
-
-	assert_int_equal(fi_close(&tx->fid), 0);
-	assert_int_equal(fi_close(&cq_tx->fid), 0);
-	free(src);
-	free(dst);
-	free(out);
-	free(in);
-}
 
 int main(int argc, char **argv)
 {
@@ -1292,8 +1025,6 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_claim_slots),
 		cmocka_unit_test_setup_teardown(test_hole_provider, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_av_remove_inflight, tp_setup, tp_teardown),
-		cmocka_unit_test_setup_teardown(test_anon_evicted_inflight, tp_setup, tp_teardown),
-		cmocka_unit_test_setup_teardown(test_split_busy, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_dead_receiver, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_rts, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_forged_ctl, tp_setup, tp_teardown),
