@@ -179,15 +179,67 @@ static struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip,
 #define SHIM_UDP_WD_RTO_MAX_NS 256000000ull
 #define SHIM_UDP_WD_BURST 64u
 
+/* Senders we have no link to whose datagrams wait unread (we never read
+ * one of theirs: a first contact while we compute) hear nothing from the
+ * per-link loop below and would take our silence for death.  So, at most
+ * every half keepalive, walk the unread datagrams without taking them
+ * (MSG_PEEK at a moving SO_PEEK_OFF, which skips whole datagrams with
+ * MSG_TRUNC) and send each such sender a HELD ack.  The offset goes back
+ * to off afterwards: with it on, every receive of the owner takes the
+ * socket lock once more. */
+#define SHIM_UDP_WD_PEEK 256u
+#define SHIM_UDP_WD_SENDERS 32u
+static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
+{
+	struct sockaddr_in seen[SHIM_UDP_WD_SENDERS];
+	uint32_t nseen = 0;
+	int off = 0;
+
+	if (now - u->wd_scan_ns < u->keepalive_ns / 2)
+		return;
+	u->wd_scan_ns = now;
+	if (setsockopt(u->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off)) < 0)
+		return;
+	for (uint32_t i = 0; i < SHIM_UDP_WD_PEEK && nseen < SHIM_UDP_WD_SENDERS; i++) {
+		struct shim_udp_hdr uh;
+		struct sockaddr_in from;
+		socklen_t alen = sizeof(from);
+		ssize_t n = recvfrom(u->fd, &uh, sizeof(uh), MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC,
+				     (struct sockaddr *)&from, &alen);
+		bool known = false;
+
+		if (n < 0)
+			break;
+		/* only what looks like ours; the crc covers the whole
+		 * datagram, checked when the owner reads it */
+		if ((size_t)n < sizeof(uh) || alen != sizeof(from) || from.sin_family != AF_INET ||
+		    uh.magic != SHIM_UDP_MAGIC || uh.version != SHIM_UDP_VERSION ||
+		    uh.jkey != u->ctx->rx.jkey || !uh.src_nonce ||
+		    (uh.dst_nonce && uh.dst_nonce != u->ctx->nonce) ||
+		    shim_udp_link_find(u, from.sin_addr.s_addr, from.sin_port))
+			continue;
+		for (uint32_t k = 0; k < nseen && !known; k++)
+			known = seen[k].sin_addr.s_addr == from.sin_addr.s_addr &&
+				seen[k].sin_port == from.sin_port;
+		if (known)
+			continue;
+		seen[nseen++] = from;
+		shim_udp_send_held(u, &from, uh.src_nonce);
+	}
+	off = -1;
+	(void)setsockopt(u->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+}
+
 static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 {
 	uint64_t now = shim_udp_now(), polls = atomic_load_explicit(&u->app_polls, memory_order_relaxed);
 
 	/* the owner counts its polls (a clock read on each would cost every
 	 * poll); standing still since the last tick that saw it move means
-	 * idle.  0: the owner never polled (a shim-level user, tests) */
+	 * idle.  0: the owner never polled: idle since shim_udp_watch(), or
+	 * a shim-level user (tests) the watchdog leaves alone */
 	shim_udp_note_moved(polls, &u->wd_polls, &u->wd_polls_ns, now);
-	if (!polls || now - u->wd_polls_ns < SHIM_UDP_WD_IDLE_NS)
+	if ((!polls && !u->wd_watched) || now - u->wd_polls_ns < SHIM_UDP_WD_IDLE_NS)
 		return;
 	pthread_mutex_lock(&u->lock);
 	for (struct shim_udp_link *l = u->links; l; l = l->all_next) {
@@ -198,12 +250,13 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 		if (l->dead || !l->udp)
 			continue;
 		/* an ack repeated for a peer resending, or a keepalive:
-		 * this process lives even while it does not progress */
+		 * this process lives even while it does not progress; and
+		 * with datagrams unread it holds what they sent (HELD: the
+		 * ack standing still is not their packets being lost) */
 		shim_udp_note_moved(atomic_load_explicit(&l->tx_count, memory_order_relaxed),
 				    &l->wd_tx_seen, &l->wd_tx_ns, now);
-		if ((unread && p->udp_ack) ||
-		    shim_udp_since(now, l->wd_tx_ns) > SHIM_UDP_KEEPALIVE_NS)
-			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, 0);
+		if ((unread && p->udp_ack) || shim_udp_since(now, l->wd_tx_ns) > u->keepalive_ns)
+			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, unread ? SHIM_UDP_ACK_HELD : 0);
 		if (head == sent || head != l->wd_acked) {
 			l->wd_acked = head;
 			l->wd_next = head;
@@ -227,6 +280,8 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 				l->wd_rto_ns *= 2;
 		}
 	}
+	if (unread)
+		shim_udp_wd_scan(u, now);
 	pthread_mutex_unlock(&u->lock);
 }
 
@@ -235,15 +290,22 @@ static void *shim_udp_watchdog(void *arg)
 	struct shim_udp *u = arg;
 	struct pollfd pf[2] = {{.fd = u->wd_pipe[0], .events = POLLIN},
 			       {.fd = u->fd, .events = POLLIN}};
+	bool unread = false;
 
 	for (;;) {
+		/* no flow yet and nothing unread: nothing to do until a
+		 * datagram comes (a first contact), so sleep until then */
+		bool idle = !__atomic_load_n(&u->links, __ATOMIC_ACQUIRE) && !unread;
+
 		pf[0].revents = pf[1].revents = 0;
-		(void)poll(pf, 1, SHIM_UDP_WD_TICK_MS);
+		(void)poll(pf, idle ? 2 : 1, idle ? -1 : SHIM_UDP_WD_TICK_MS);
 		if (pf[0].revents)
 			break;
 		/* unread datagrams: only a look, the owner reads them */
+		pf[1].revents = 0;
 		(void)poll(&pf[1], 1, 0);
-		shim_udp_watchdog_tick(u, pf[1].revents & POLLIN);
+		unread = pf[1].revents & POLLIN;
+		shim_udp_watchdog_tick(u, unread);
 	}
 	return NULL;
 }
@@ -804,6 +866,7 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 		return -ENOMEM;
 	u->ctx = ctx;
 	u->mtu = mtu;
+	u->keepalive_ns = SHIM_UDP_KEEPALIVE_NS;
 	{
 		/* recursive: the watchdog sends (fault injection takes it) while
 		 * it holds it for the rings */
@@ -919,6 +982,18 @@ void shim_udp_wait_disarm(struct shim_ctx *ctx)
 		return;
 	(void)epoll_ctl(ctx->wait_fd, EPOLL_CTL_DEL, u->fd, NULL);
 	u->in_wait = false;
+}
+
+void shim_udp_watch(struct shim_ctx *ctx, uint64_t keepalive_ns)
+{
+	struct shim_udp *u = ctx ? ctx->udp : NULL;
+
+	if (!u)
+		return;
+	if (keepalive_ns && keepalive_ns < SHIM_UDP_KEEPALIVE_NS)
+		u->keepalive_ns = keepalive_ns;
+	u->wd_watched = true;
+	shim_udp_watchdog_start(u); /* the owner's call, like a link's creation */
 }
 
 bool shim_udp_on(const struct shim_ctx *ctx)

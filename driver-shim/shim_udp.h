@@ -121,6 +121,9 @@ struct shim_udp {
 	_Atomic uint64_t app_polls; /* the owner's receive polls */
 	uint64_t wd_polls;          /* the watchdog's last look at it ... */
 	uint64_t wd_polls_ns;       /* ... and when it last moved */
+	uint64_t keepalive_ns;      /* SHIM_UDP_KEEPALIVE_NS or shorter */
+	uint64_t wd_scan_ns;        /* the watchdog's last look at unread senders */
+	bool wd_watched;            /* shim_udp_watch(): idle until the owner polls */
 };
 
 static inline uint32_t shim_udp_hash(uint32_t ip, uint16_t port)
@@ -135,6 +138,11 @@ static inline uint64_t shim_udp_now(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* The watchdog, for a sender we have no link to (we never read from it:
+ * its first datagrams wait unread while we compute): an ACK with ack 0
+ * and SHIM_UDP_ACK_HELD to its address and session. */
+void shim_udp_send_held(struct shim_udp *u, const struct sockaddr_in *to, uint32_t dst_nonce);
 
 /* One more datagram went to l (the owner and the watchdog both send:
  * an increment lost to a race still moves the count). */

@@ -119,10 +119,10 @@ void shim_udp_flush(struct shim_ctx *ctx)
 	pthread_mutex_unlock(&u->lock);
 }
 
-static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
-			      uint8_t type, uint32_t psn)
+/* Our side of a header: who we are (ack 0, no destination nonce). */
+static void shim_udp_hdr_self(struct shim_udp *u, struct shim_udp_hdr *uh, uint8_t type, uint32_t psn)
 {
-	const struct shim_ctx *ctx = l->udp->ctx;
+	const struct shim_ctx *ctx = u->ctx;
 
 	memset(uh, 0, sizeof(*uh));
 	uh->magic = SHIM_UDP_MAGIC;
@@ -130,15 +130,21 @@ static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
 	uh->type = type;
 	uh->jkey = ctx->rx.jkey;
 	uh->psn = psn;
-	uh->ack = l->pp.pub.udp_ack;
-	l->pp.pub.udp_ack_sent = uh->ack;
 	uh->src_nonce = ctx->nonce;
-	uh->dst_nonce = l->remote_nonce;
 	uh->src_host = ctx->dev->host_id;
 	uh->src_lid = ctx->rx.lid;
 	uh->src_ctx = ctx->rx.ctx;
 	uh->src_unit = ctx->rx.unit;
-	uh->src_mtu = (uint16_t)(l->udp->mtu / SHIM_BLOCK);
+	uh->src_mtu = (uint16_t)(u->mtu / SHIM_BLOCK);
+}
+
+static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
+			      uint8_t type, uint32_t psn)
+{
+	shim_udp_hdr_self(l->udp, uh, type, psn);
+	uh->ack = l->pp.pub.udp_ack;
+	l->pp.pub.udp_ack_sent = uh->ack;
+	uh->dst_nonce = l->remote_nonce;
 }
 
 /* The datagram of the staged packet at ring position pos: its header
@@ -333,13 +339,25 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32
 	if (!l->udp)
 		return -ENOENT;
 	shim_udp_hdr_fill(l, &uh, type, psn);
-	uh.rhf = type == SHIM_UDP_NACK ? mask : 0;
+	uh.rhf = mask; /* NACK: more missing; ACK: flags */
 	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
 	shim_udp_send(l->udp, &l->to, &iov, 1);
 	shim_udp_sent(l);
 	return 0;
+}
+
+void shim_udp_send_held(struct shim_udp *u, const struct sockaddr_in *to, uint32_t dst_nonce)
+{
+	struct shim_udp_hdr uh;
+	struct iovec iov = {.iov_base = &uh, .iov_len = sizeof(uh)};
+
+	shim_udp_hdr_self(u, &uh, SHIM_UDP_ACK, 0);
+	uh.dst_nonce = dst_nonce;
+	uh.rhf = SHIM_UDP_ACK_HELD;
+	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
+	shim_udp_send(u, to, &iov, 1);
 }
 
 void shim_udp_release(struct shim_peer *peer, uint32_t ack)

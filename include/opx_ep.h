@@ -274,6 +274,7 @@ struct opx_ep {
 		uint32_t polls;
 		uint32_t quiet;       /* empty socket polls (the clock every 8th) */
 		uint64_t timers_ns;   /* when opx_rel_timers last ran */
+		uint64_t drained_ns;  /* when a poll last found the socket empty */
 		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
 		uint64_t dups, stashed, beyond_window, ring_full, peers_dead;
 	} rel;
@@ -284,6 +285,9 @@ struct opx_ep {
  * progress calls (a first contact waits that long); with flows, always. */
 #define OPX_REL_IDLE_POLL_MASK 4095u
 void opx_rel_progress(struct opx_ep *ep);
+/* Keepalive period: at most a quarter of FI_OPX_PEER_TIMEOUT, so that a
+ * live peer that does not progress is heard a few times within it. */
+uint64_t opx_rel_keepalive_ns(void);
 void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowledged */
 void opx_rel_fini(struct opx_ep *ep);
 

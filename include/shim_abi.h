@@ -469,6 +469,11 @@ bool shim_host_has_ipv4(uint32_t ipv4);
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
+/* ACK rhf: the acking side holds packets of ours that arrived and that it
+ * has not taken in yet (its owner does not poll, or its ring is full).
+ * The peer is alive and busy, not lost: the ack standing still is flow
+ * control, as with a shm peer whose ring is full. */
+#define SHIM_UDP_ACK_HELD 1u
 
 struct shim_udp_hdr {
 	uint32_t magic;
@@ -479,7 +484,8 @@ struct shim_udp_hdr {
 	uint32_t ack;       /* every type: the reverse flow's psns below it arrived */
 	uint32_t src_nonce; /* sender's receive context (restart detection) */
 	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
-	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more missing */
+	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more
+			     * missing; ACK: SHIM_UDP_ACK_HELD */
 	uint32_t crc;       /* with this field 0: shim_crc32c of the two headers
 			     * (this one, and the packet header of DATA),
 			     * continued by shim_crc32c_wide over the payload */
@@ -540,8 +546,9 @@ int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt);
  * -EINVAL (not eager data).  *pkts[i] in psn order. */
 int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *pkts, uint32_t n);
 /* An ACK or NACK to the peer (its udp_ack stamped).  A NACK names the
- * first missing psn and in mask bit i whether psn + 1 + i is missing too
- * (it travels in the rhf field). */
+ * first missing psn and in mask bit i whether psn + 1 + i is missing too;
+ * an ACK's mask is its flags (SHIM_UDP_ACK_HELD).  Either travels in the
+ * rhf field. */
 int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask);
 /* Send the staged packet psn again: 0, -ENOENT when it is not staged. */
 int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
@@ -571,8 +578,15 @@ static inline void shim_udp_note_moved(uint64_t count, uint64_t *seen, uint64_t 
 		*moved_ns = now;
 	}
 }
-/* Keepalive period: a flow silent this long on our side gets an ack. */
+/* Keepalive period: a flow silent this long on our side gets an ack
+ * (the default; shim_udp_watch shortens it, so that a peer that declares
+ * silence of its timeout death hears a few in that time). */
 #define SHIM_UDP_KEEPALIVE_NS 1000000000ull
+/* The owner (the provider) progresses the context from now on: start the
+ * watchdog now, not with the first flow, so that a process that computes
+ * before it ever polls still answers a first contact (HELD acks), and
+ * send keepalives every keepalive_ns (0: the default). */
+void shim_udp_watch(struct shim_ctx *ctx, uint64_t keepalive_ns);
 /* The peer stopped answering: shim_peer_alive() says false from now on
  * and nothing more is transmitted to it. */
 void shim_udp_fail(struct shim_peer *peer);

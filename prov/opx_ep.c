@@ -146,6 +146,7 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
 	rc = shim_udp_open(ep->shim, ip, port);
 	if (!rc) {
 		ep->udp = true;
+		shim_udp_watch(ep->shim, opx_rel_keepalive_ns());
 		shim_ctx_addr(ep->shim, &ep->addr);
 	} else if (rc != -ENODEV || opx_env.wire != SHIM_WIRE_SHM) {
 		OPX_WARN(FI_LOG_EP_CTRL, "no udp wire (port %u): %s; this host's peers only\n",

@@ -192,9 +192,10 @@ static void opx_params_define(void)
 			"endpoint's name and its MTU sizes the datagrams (default: the first "
 			"interface that is up and not loopback, else loopback)");
 	fi_param_define(&opx_prov, "PEER_TIMEOUT", FI_PARAM_INT,
-			"Seconds a udp peer may leave sent packets unacknowledged before it is "
-			"declared dead: its pending operations complete in error and sends to "
-			"it fail (default: %d)",
+			"Seconds a udp peer may be silent, or leave sent packets unacknowledged "
+			"without saying it holds them (a live peer that computes or whose ring "
+			"is full does), before it is declared dead: its pending operations "
+			"complete in error and sends to it fail (default: %d)",
 			OPX_DEF_PEER_TIMEOUT);
 	fi_param_define(&opx_prov, "FAULT_DROP", FI_PARAM_STRING,
 			"udp wire fault injection, for tests: percentage of datagrams sent that "

@@ -38,19 +38,24 @@
  *   DATA, behind   dups++, ack_force: the sender missed our ack
  *   DATA, beyond   beyond_window++, dropped: replay brings it back
  *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m
- *   ACK            nothing more
+ *   ACK            with SHIM_UDP_ACK_HELD (the peer holds what we sent,
+ *                  unread or for want of ring room): progress_ns = now
  * Then, at most every OPX_REL_TICK_NS (they walk every flow), opx_rel_timers,
  * per flow: drain the stash (ring-full retry, whole
  * multi-packet messages); clear ack_due_ns once a datagram carried
  * udp_ack == expected; a standalone ACK (opx_rel_ack) on ack_force, at
  * OPX_REL_ACK_EVERY packets unacknowledged or OPX_REL_ACK_NS after
- * ack_due_ns; NACK again every OPX_REL_NACK_NS while the stash holds any.
+ * ack_due_ns, and every opx_rel_keepalive_ns() while held (the next
+ * packet stashed for want of ring room: the ack says SHIM_UDP_ACK_HELD);
+ * NACK again every OPX_REL_NACK_NS while the stash holds any and the next
+ * packet is not there.
  *
  * Send side (opx_rel_tx_timer; acked and sent from shim_udp_tx_state, the
  * ring holds [acked, sent) for replay):
  *   nothing heard for FI_OPX_PEER_TIMEOUT s (a live peer sends at
- *   least a keepalive every SHIM_UDP_KEEPALIVE_NS) ------------------> DEAD
- *   nothing sent for SHIM_UDP_KEEPALIVE_NS: an ACK as keepalive
+ *   least a keepalive every opx_rel_keepalive_ns(), a quarter of that
+ *   timeout at most) -----------------------------------------------> DEAD
+ *   nothing sent for opx_rel_keepalive_ns(): an ACK as keepalive
  *   IDLE (acked == sent) --- packets sent ---------------------------> ARMED
  *   ARMED, on arming and whenever the ack moves: progress_ns = now,
  *          rto = opx_rel_rto() = srtt_ns + 4 * rttvar_ns within
@@ -58,8 +63,16 @@
  *          floor spares a receiver that is only slow or preempted
  *   ARMED, timer expired: shim_udp_resend from acked on (at most
  *          OPX_REL_BURST), rto doubled (capped), no rtt sample (Karn)
- *   ARMED, no ack progress for FI_OPX_PEER_TIMEOUT s ----------------> DEAD
+ *   ARMED, no ack progress and no HELD ack for FI_OPX_PEER_TIMEOUT s
+ *          (it hears us no more: a path that lost our packets) -----> DEAD
+ *          A peer that computes, or lets its ring fill, holds our
+ *          packets: that is flow control (a shm peer's full ring), and
+ *          its HELD acks keep the flow ARMED for as long as it lives.
  *   ARMED, acked == sent -------------------------------------------> IDLE
+ *   Both death rules count time up to ep->rel.drained_ns, the last poll
+ *   that found our socket empty, not up to now: a process that computed
+ *   for longer than the timeout has the peers' datagrams of that time
+ *   still unread, and must not take them for silent before it read them.
  *   DEAD   shim_udp_fail: nothing more is sent, the ring looks full,
  *          shim_peer_alive() is false.  A send that stalls on the peer
  *          fails with FI_ECONNREFUSED (opx_av_stalled_locked), and
@@ -118,6 +131,8 @@ struct opx_rel_flow {
 	uint32_t nacked;           /* expected value last NACKed */
 	uint64_t nack_ns;
 	uint32_t stashed;
+	bool held;                 /* the next packet is stashed: our ring is full */
+	uint64_t held_ack_ns;      /* when an ack last said so (SHIM_UDP_ACK_HELD) */
 	struct opx_rel_slot stash[OPX_REL_STASH];
 	/* send */
 	uint32_t acked_seen;       /* ack seen at the last timer check */
@@ -156,6 +171,8 @@ static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 	f->nacked = UINT32_MAX;
 	f->nack_ns = 0;
 	f->stashed = 0;
+	f->held = false;
+	f->held_ack_ns = 0;
 	f->acked_seen = 0;
 	f->progress_ns = 0;
 	f->rto_ns = OPX_REL_RTO_NS;
@@ -183,10 +200,21 @@ static struct opx_rel_flow *opx_rel_flow(struct shim_peer *peer)
 	return f;
 }
 
+uint64_t opx_rel_keepalive_ns(void)
+{
+	uint64_t quarter = (uint64_t)opx_env.peer_timeout * 1000000000ull / 4;
+
+	return quarter < SHIM_UDP_KEEPALIVE_NS ? quarter : SHIM_UDP_KEEPALIVE_NS;
+}
+
+/* The cumulative ack; HELD while our ring is too full for the next
+ * packet, so that the sender waits for us instead of declaring us dead. */
 static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f)
 {
 	peer->udp_ack = f->expected;
-	if (!shim_udp_send_ctl(peer, SHIM_UDP_ACK, 0, 0))
+	if (f->held)
+		f->held_ack_ns = opx_rel_now();
+	if (!shim_udp_send_ctl(peer, SHIM_UDP_ACK, 0, f->held ? SHIM_UDP_ACK_HELD : 0))
 		ep->rel.acks_sent++;
 	f->ack_force = false;
 	f->ack_due_ns = 0;
@@ -222,6 +250,7 @@ static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f,
 {
 	int rc = shim_udp_deliver(ep->shim, pkt);
 
+	f->held = rc == -EAGAIN;
 	if (rc == -EAGAIN) {
 		ep->rel.ring_full++;
 		return -FI_EAGAIN;
@@ -264,6 +293,7 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 		pkts[i] = &s->pkt;
 	}
 	rc = shim_udp_deliver_n(ep->shim, pkts, n);
+	f->held = rc == -EAGAIN;
 	if (rc == -EAGAIN) {
 		ep->rel.ring_full++;
 		return -FI_EAGAIN;
@@ -344,7 +374,7 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 	}
 	if (d < OPX_REL_STASH) {
 		opx_rel_stash(ep, f, pkt);
-		if (f->nacked != f->expected || now - f->nack_ns > OPX_REL_NACK_NS) {
+		if (!f->held && (f->nacked != f->expected || now - f->nack_ns > OPX_REL_NACK_NS)) {
 			f->nacked = f->expected;
 			f->nack_ns = now;
 			opx_rel_nack(ep, pkt->peer, f);
@@ -403,12 +433,15 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	uint32_t acked, sent, tx_count;
 
 	/* Every live process sends something on each of its flows at least
-	 * every SHIM_UDP_KEEPALIVE_NS (traffic, acks, keepalives; its
+	 * every opx_rel_keepalive_ns() (traffic, acks, keepalives; its
 	 * watchdog when it does not progress), so silence for the peer
-	 * timeout means it died, whichever side waits for whom. */
+	 * timeout means it died, whichever side waits for whom.  Silence up
+	 * to when we last emptied the socket: after a time without polling
+	 * (we computed) what the peer sent meanwhile waits unread, and the
+	 * first datagrams read must not find the others silent. */
 	shim_udp_times(peer, &rx_ns, &tx_count);
-	if (shim_peer_alive(peer) &&
-	    shim_udp_since(now, rx_ns) > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
+	if (shim_peer_alive(peer) && shim_udp_since(ep->rel.drained_ns, rx_ns) >
+					     (uint64_t)opx_env.peer_timeout * 1000000000ull) {
 		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
 			 peer->lid, peer->ctx, opx_env.peer_timeout);
 		shim_udp_fail(peer);
@@ -417,7 +450,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	}
 	/* silent on our side since the count last moved (to a timer tick) */
 	shim_udp_note_moved(tx_count, &f->tx_seen, &f->tx_seen_ns, now);
-	if (shim_udp_since(now, f->tx_seen_ns) > SHIM_UDP_KEEPALIVE_NS && shim_peer_alive(peer))
+	if (shim_udp_since(now, f->tx_seen_ns) > opx_rel_keepalive_ns() && shim_peer_alive(peer))
 		opx_rel_ack(ep, peer, f);
 
 	shim_udp_tx_state(peer, &acked, &sent);
@@ -433,7 +466,8 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		f->timer_ns = now + f->rto_ns;
 		return;
 	}
-	if (now - f->progress_ns > (uint64_t)opx_env.peer_timeout * 1000000000ull) {
+	if (shim_udp_since(ep->rel.drained_ns, f->progress_ns) >
+	    (uint64_t)opx_env.peer_timeout * 1000000000ull) { /* its acks may wait unread */
 		OPX_WARN(FI_LOG_EP_DATA,
 			 "udp peer lid %u ctx %u: no acknowledgement for %d s, %u packets "
 			 "unacknowledged: declared dead\n",
@@ -466,9 +500,11 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 		if (f->ack_due_ns && p->udp_ack_sent == f->expected)
 			f->ack_due_ns = 0;
 		if (f->ack_force || (f->ack_due_ns && (f->expected - p->udp_ack_sent >= OPX_REL_ACK_EVERY ||
-						       now - f->ack_due_ns >= OPX_REL_ACK_NS)))
+						       now - f->ack_due_ns >= OPX_REL_ACK_NS)) ||
+		    (f->held && shim_udp_since(now, f->held_ack_ns) >= opx_rel_keepalive_ns()))
 			opx_rel_ack(ep, p, f);
-		if (f->stashed && now - f->nack_ns > OPX_REL_NACK_NS) {
+		/* held: the next packet is here, nothing to ask for */
+		if (f->stashed && !f->held && now - f->nack_ns > OPX_REL_NACK_NS) {
 			f->nack_ns = now;
 			f->nacked = f->expected;
 			opx_rel_nack(ep, p, f);
@@ -490,10 +526,12 @@ void opx_rel_progress(struct opx_ep *ep)
 	 * a poll is a fraction of a timer tick, and the clock read was a
 	 * tenth of its cost */
 	timed = n > 0 || !(++ep->rel.quiet & (OPX_REL_QUIET_CLOCK - 1));
-	if (n > 0)
+	if (n > 0) {
 		now = pkts[0].rx_ns;
-	else if (timed)
+	} else if (timed) {
 		now = opx_rel_now();
+		ep->rel.drained_ns = now;
+	}
 	for (int i = 0; i < n; i++) {
 		const struct shim_udp_pkt *pkt = &pkts[i];
 		struct opx_rel_flow *f = opx_rel_flow(pkt->peer);
@@ -511,6 +549,12 @@ void opx_rel_progress(struct opx_ep *ep)
 		switch (pkt->uh.type) {
 		case SHIM_UDP_DATA:
 			opx_rel_data(ep, f, pkt, now);
+			break;
+		case SHIM_UDP_ACK:
+			/* it holds what we sent, unread or for want of ring
+			 * room: alive, so the ack standing still is no loss */
+			if ((pkt->uh.rhf & SHIM_UDP_ACK_HELD) && f->progress_ns)
+				f->progress_ns = now;
 			break;
 		case SHIM_UDP_NACK:
 			if (!shim_udp_resend(pkt->peer, pkt->uh.psn))

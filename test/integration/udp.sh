@@ -148,36 +148,49 @@ pp_hosts() { # label size...
 	result "$label" $ok
 }
 
-# the project's MPI programs across the hosts that are up, NP ranks placed
-# round-robin over them (2 slots each)
-mpi_hosts() { # label np
-	local rc extra mdir osc=1 large_mb=64
-	# 8 ranks on 2 cores next to the rest of "make check -j2": a rank can
-	# go without CPU long enough for the 10 s udp peer timeout (twice in
-	# CI: MPI_ERR_INTERN after 10 s more than a quiet run takes), so the
-	# timeout is a minute here; the peer-death tests use their own.  The
-	# provider's warnings go to the log, which is shown on failure.
+# run_mpi_tests.sh across the hosts that are up, NP ranks placed
+# round-robin over them (2 slots each), in a directory of this run's own
+# (not over the programs the MPI suite of "make check" may be running
+# now); the provider's warnings go to the logs, shown on failure
+mpi_run_hosts() { # label np extra-mpirun-args VAR=value...
+	local label=$1 np=$2 extra rc mdir
 	extra="$(HOSTS_SLOTS=2 bash "$hosts" mpirun-args $prefix) --map-by node"
-	extra="$extra -x FI_OPX_PEER_TIMEOUT=60 -x FI_LOG_LEVEL=warn"
-	# 8 ranks on 2 cores: mpi_osc takes a minute, and mpi_large's 64 MiB
-	# ring 50-85 s (82 s under ASan; a CI run timed out at 120 s), so up to
-	# 4 ranks only for the one, and 16 MiB for the other (20 s); the 4-rank
-	# run keeps 64 MiB across hosts
-	[ "$2" -gt 4 ] && osc=0 large_mb=16
-	# the programs and their logs in a directory of this run's own, not
-	# over the ones the MPI suite of "make check" may be running now
-	mdir=$(mktemp -d /tmp/opx-udp-mpi.XXXXXX) || { result "$1" 1; return; }
-	OPX_BUILD_DIR=$mdir OPX_MPI_LARGE_MAX_MB=$large_mb \
-	MPI_EXTRA_ARGS="$extra" NPS=$2 RNDV_MODES=cma OSC_TESTS=$osc TEST_TIMEOUT=120 \
-		MPI_TESTS="mpi_ring mpi_pingpong mpi_large mpi_coll mpi_wildcard" \
-		bash "$top/test/mpi/run_mpi_tests.sh" >"$mdir/out" 2>&1
+	extra="$extra $3 -x FI_LOG_LEVEL=warn"
+	shift 3
+	mdir=$(mktemp -d /tmp/opx-udp-mpi.XXXXXX) || { result "$label" 1; return; }
+	env OPX_BUILD_DIR="$mdir" MPI_EXTRA_ARGS="$extra" NPS="$np" RNDV_MODES=cma \
+		TEST_TIMEOUT=120 "$@" bash "$top/test/mpi/run_mpi_tests.sh" >"$mdir/out" 2>&1
 	rc=$?
 	if [ $rc != 0 ]; then
 		tail -30 "$mdir/out"
 		grep -h "<warn>" "$mdir"/test/mpi/*.log 2>/dev/null | tail -n 20
 	fi
 	rm -rf "$mdir"
-	result "$1" $rc
+	result "$label" $rc
+}
+# the project's MPI programs across the hosts
+mpi_hosts() { # label np
+	local osc=1 large_mb=64
+	# 8 ranks on 2 cores next to the rest of "make check -j2": twice in
+	# CI a rank was taken for dead (MPI_ERR_INTERN after 10 s more than a
+	# quiet run takes), most likely a peer that did not progress for the
+	# 10 s udp peer timeout, which the no-ack rule counted as death then
+	# (mpi_busy below tests the fix); the timeout stays a minute here as
+	# a margin; the peer-death tests use their own.
+	# 8 ranks on 2 cores: mpi_osc takes a minute, and mpi_large's 64 MiB
+	# ring 50-85 s (82 s under ASan; a CI run timed out at 120 s), so up to
+	# 4 ranks only for the one, and 16 MiB for the other (20 s); the 4-rank
+	# run keeps 64 MiB across hosts
+	[ "$2" -gt 4 ] && osc=0 large_mb=16
+	mpi_run_hosts "$1" "$2" "-x FI_OPX_PEER_TIMEOUT=60" OPX_MPI_LARGE_MAX_MB=$large_mb \
+		OSC_TESTS=$osc MPI_TESTS="mpi_ring mpi_pingpong mpi_large mpi_coll mpi_wildcard"
+}
+# mpi_busy across the hosts: receivers compute for 5 s without an MPI
+# call, 2.5 times the peer timeout, while their partners' messages
+# (eager and rendezvous) wait unacknowledged: alive, not dead
+mpi_busy_hosts() { # label np
+	mpi_run_hosts "$1" "$2" "-x FI_OPX_PEER_TIMEOUT=2" OPX_MPI_BUSY_S=5 OSC_TESTS=0 \
+		MPI_TESTS=mpi_busy
 }
 have_mpi=0
 command -v mpirun >/dev/null 2>&1 && command -v mpicc >/dev/null 2>&1 && have_mpi=1
@@ -196,6 +209,7 @@ if hosts_up 2; then
 	if [ $have_mpi = 1 ]; then
 		mpi_hosts "MPI across 2 hosts, 2 ranks" 2
 		mpi_hosts "MPI across 2 hosts, 4 ranks" 4
+		mpi_busy_hosts "MPI across 2 hosts, receivers busy for 2.5 peer timeouts" 4
 	else
 		echo "SKIP: MPI across hosts (no mpirun/mpicc)"
 	fi

@@ -17,7 +17,8 @@
 #                      RNDV_TESTS (default "mpi_large mpi_flood", "all" for
 #                      every test) to bound the runtime.  opx only.
 #   OPX_MPI_FLOOD_DEPTH/_KB/_ROUNDS, OPX_MPI_LARGE_MAX_MB  passed through
-#                      to scale mpi_flood / mpi_large down
+#                      to scale mpi_flood / mpi_large down; OPX_MPI_BUSY_S
+#                      how long mpi_busy's receivers compute (2)
 #   OSC_TESTS=0        skip mpi_osc (MPI one-sided over osc rdma / btl ofi, opx only)
 #   STRICT=1           count known provider bugs (see XFAIL below) as failures
 #   TEST_TIMEOUT=300   per-run timeout in seconds
@@ -28,7 +29,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 prov=${PROV:-opx}
 mode=${MPI_MODE:-cm}
 nps=${NPS:-"2 3 4"}
-tests=${MPI_TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_threads mpi_pingpong mpi_large mpi_flood"}
+tests=${MPI_TESTS:-"mpi_ring mpi_wildcard mpi_probe mpi_manyreq mpi_coll mpi_threads mpi_pingpong mpi_large mpi_flood mpi_busy"}
 modes=${RNDV_MODES:-"cma push"}
 rndv_tests=${RNDV_TESTS:-"mpi_large mpi_flood"}
 tmo=${TEST_TIMEOUT:-300}
@@ -92,7 +93,7 @@ fi
 # Rendezvous modes exist only in opx; anything else runs one pass.
 [ "$mode" = cm ] && [ "$prov" = opx ] || modes=cma
 for v in OPX_MPI_FLOOD_DEPTH OPX_MPI_FLOOD_KB OPX_MPI_FLOOD_ROUNDS \
-	 OPX_MPI_LARGE_MAX_MB OPX_MPI_TEST_ALARM; do
+	 OPX_MPI_LARGE_MAX_MB OPX_MPI_TEST_ALARM OPX_MPI_BUSY_S; do
 	[ -n "${!v:-}" ] && args+=(-x "$v")
 done
 [ -n "${FI_LOG_LEVEL:-}" ] && args+=(-x FI_LOG_LEVEL)

@@ -21,10 +21,19 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "rdma/opx_ext.h"
 #include "shim_abi.h"
 
 #define TR_WAIT_MS 20000u
 #define TR_TAG_ECHO 0x77u
+#define TR_TAG_BUSY 0x177u /* echoed, then the child computes */
+#define TR_TAG_FULL 0x277u /* echoed, then the child only progresses */
+#define TR_BUSY_MS 3000u   /* three peer timeouts */
+#define TR_FLOOD 400u      /* messages to a child that posts no receive */
+#define TR_FLOOD_LEN 1000u
+
+/* extra environment (NAME=value, NULL-terminated) for the next child */
+static char *const *tr_child_env;
 
 static uint8_t tr_pat(unsigned seed, size_t i)
 {
@@ -45,11 +54,14 @@ static void tr_child(int wfd, const struct shim_addr *src)
 	if (fx_open_at(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, src, src ? sizeof(*src) : 0) ||
 	    fi_getname(&e.ep->fid, name, &len) || write(wfd, name, len) != (ssize_t)len)
 		_exit(2);
+	if (getenv("TR_BUSY_FIRST")) /* computes before it ever reads a datagram */
+		usleep(TR_BUSY_MS * 1000u);
 	while (fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent;
 		fi_addr_t from;
 
-		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TR_TAG_ECHO, 0, buf))
+		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TR_TAG_ECHO, 0x300u,
+			     buf))
 			_exit(3);
 		for (;;) {
 			ssize_t n = fi_cq_readfrom(e.cq, &ent, 1, &from);
@@ -68,6 +80,11 @@ static void tr_child(int wfd, const struct shim_addr *src)
 			fi_cq_read(e.cq, NULL, 0);
 		if (fx_cq_wait(e.cq, buf, TR_WAIT_MS, NULL))
 			_exit(5);
+		if (ent.tag == TR_TAG_BUSY)
+			usleep(TR_BUSY_MS * 1000u); /* no progress at all */
+		if (ent.tag == TR_TAG_FULL) /* progress, but no receive posted */
+			for (uint64_t t = fx_now_ms(); fx_now_ms() - t < TR_BUSY_MS;)
+				(void)fi_cq_read(e.cq, NULL, 0);
 	}
 	_exit(0);
 }
@@ -86,6 +103,8 @@ static pid_t tr_spawn(const struct shim_addr *src, struct shim_addr *name)
 		/* a fresh process: the parent's provider state (device, its
 		 * sockets) must not be inherited */
 		close(fds[0]);
+		for (char *const *v = tr_child_env; v && *v; v++)
+			putenv(*v);
 		snprintf(fd, sizeof(fd), "%d", fds[1]);
 		snprintf(ip, sizeof(ip), "%u", src ? src->ipv4 : 0);
 		snprintf(port, sizeof(port), "%u", src ? src->udp_port : 0);
@@ -99,8 +118,9 @@ static pid_t tr_spawn(const struct shim_addr *src, struct shim_addr *name)
 	return pid;
 }
 
-/* Send len bytes (our name first, then a pattern) and check the echo. */
-static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
+/* Send len bytes (our name first, then a pattern) tagged tag, and check
+ * the echo. */
+static void tr_echo_tag(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed, uint64_t tag)
 {
 	uint8_t *out = malloc(len + 32), *back = malloc(len);
 	size_t nl = 32;
@@ -112,7 +132,7 @@ static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
 		out[32 + i] = tr_pat(seed, i);
 	memset(back, 0, len);
 	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, TR_TAG_ECHO, 0, back), 0);
-	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, TR_TAG_ECHO, out), 0);
+	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, tag, out), 0);
 	assert_int_equal(fx_cq_wait(e->cq, out, TR_WAIT_MS, NULL), 0);
 	assert_int_equal(fx_cq_wait(e->cq, back, TR_WAIT_MS, NULL), 0);
 	for (size_t i = 0; i < len; i++)
@@ -120,6 +140,11 @@ static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
 			fail_msg("echo of %zu bytes differs at %zu", len, i);
 	free(out);
 	free(back);
+}
+
+static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
+{
+	tr_echo_tag(e, to, len, seed, TR_TAG_ECHO);
 }
 
 static void tr_reap(pid_t pid)
@@ -184,6 +209,149 @@ static void test_rel_peer_killed(void **state)
 	fx_close(&e);
 }
 
+static uint64_t tr_peer_timeouts(struct fx_env *e)
+{
+	struct opx_stats_ops *ops = NULL;
+	struct opx_stats st;
+
+	assert_int_equal(fi_open_ops(&e->ep->fid, OPX_STATS_OPS_NAME, 0, (void **)&ops, NULL), 0);
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	assert_int_equal(ops->read(&e->ep->fid, &st), 0);
+	return st.peer_timeouts;
+}
+
+/* A peer that computes for three peer timeouts without a single poll is
+ * alive: while we wait with nothing outstanding (its keepalives, a few
+ * per timeout), and with our eager message and rendezvous send to it
+ * unacknowledged all that time (its acks say it holds them): both
+ * complete once it polls again, data checked, and nothing was declared
+ * dead. */
+static void test_rel_peer_busy(void **state)
+{
+	struct shim_addr name;
+	struct fx_env e;
+	fi_addr_t peer;
+	uint64_t t0;
+	pid_t pid;
+
+	(void)state;
+	pid = tr_spawn(NULL, &name);
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	tr_echo_tag(&e, peer, 100, 6, TR_TAG_BUSY);
+	for (t0 = fx_now_ms(); fx_now_ms() - t0 < TR_BUSY_MS + 500;)
+		(void)fi_cq_read(e.cq, NULL, 0);
+	assert_int_equal(tr_peer_timeouts(&e), 0);
+	tr_echo_tag(&e, peer, 100, 7, TR_TAG_BUSY);
+	t0 = fx_now_ms();
+	tr_echo(&e, peer, 1000, 8);
+	tr_echo(&e, peer, 200000, 9);
+	print_message("busy peer: echoes back after %llu ms\n",
+		      (unsigned long long)(fx_now_ms() - t0));
+	assert_true(fx_now_ms() - t0 >= TR_BUSY_MS / 2); /* it did wait for the peer */
+	assert_int_equal(tr_peer_timeouts(&e), 0);
+	tr_reap(pid);
+	fx_close(&e);
+}
+
+/* A peer that computes from the start, before it read anything from us:
+ * it has no flow to us that its keepalives would go on, our first
+ * messages wait unread in its socket, and it is alive all the same. */
+static void test_rel_peer_busy_first(void **state)
+{
+	static char *busy_first[] = {"TR_BUSY_FIRST=1", NULL};
+	struct shim_addr name;
+	struct fx_env e;
+	fi_addr_t peer;
+	uint64_t t0;
+	pid_t pid;
+
+	(void)state;
+	tr_child_env = busy_first;
+	pid = tr_spawn(NULL, &name);
+	tr_child_env = NULL;
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	t0 = fx_now_ms();
+	tr_echo(&e, peer, 1000, 11);
+	print_message("busy from the start: first echo after %llu ms\n",
+		      (unsigned long long)(fx_now_ms() - t0));
+	assert_true(fx_now_ms() - t0 >= TR_BUSY_MS / 2);
+	tr_echo(&e, peer, 200000, 12);
+	assert_int_equal(tr_peer_timeouts(&e), 0);
+	tr_reap(pid);
+	fx_close(&e);
+}
+
+/* A peer that progresses but posts no receive for three peer timeouts,
+ * its receive ring and unexpected-message bound full of our messages and
+ * more of them waiting unacknowledged, is alive too: every message
+ * arrives, in order, data checked, once it receives again. */
+static void test_rel_peer_full(void **state)
+{
+	static char *small_child[] = {"FI_OPX_HDRQ_ENTRIES=64", "FI_OPX_UX_MAX_BYTES=4096", NULL};
+	static uint8_t out[TR_FLOOD][32 + TR_FLOOD_LEN], back[TR_FLOOD][TR_FLOOD_LEN];
+	struct shim_addr name;
+	struct fx_env e;
+	fi_addr_t peer;
+	uint64_t t0;
+	size_t nl = 32;
+	unsigned posted = 0, done = 0;
+	pid_t pid;
+
+	(void)state;
+	tr_child_env = small_child;
+	pid = tr_spawn(NULL, &name);
+	tr_child_env = NULL;
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	tr_echo_tag(&e, peer, 100, 10, TR_TAG_FULL);
+	t0 = fx_now_ms();
+	for (unsigned m = 0; m < TR_FLOOD; m++) {
+		assert_int_equal(fi_getname(&e.ep->fid, out[m], &nl), 0);
+		for (size_t i = 0; i < TR_FLOOD_LEN; i++)
+			out[m][32 + i] = tr_pat(20 + m, i);
+		assert_int_equal(fi_trecv(e.ep, back[m], TR_FLOOD_LEN, NULL, peer, TR_TAG_ECHO, 0,
+					  back[m]),
+				 0);
+	}
+	/* every send taken (some after -FI_EAGAIN), every echo back */
+	while (done < 2 * TR_FLOOD && fx_now_ms() - t0 < TR_WAIT_MS) {
+		struct fi_cq_tagged_entry ent;
+		struct fi_cq_err_entry err;
+		ssize_t n;
+
+		if (posted < TR_FLOOD) {
+			n = fi_tsend(e.ep, out[posted], sizeof(out[posted]), NULL, peer, TR_TAG_ECHO,
+				     out[posted]);
+			if (n == 0)
+				posted++;
+			else
+				assert_int_equal(n, -FI_EAGAIN);
+		}
+		n = fi_cq_read(e.cq, &ent, 1);
+		if (n == 1)
+			done++;
+		else if (n == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			(void)fi_cq_readerr(e.cq, &err, 0);
+			fail_msg("completion error %d after %u of %u", err.err, done, 2 * TR_FLOOD);
+		}
+	}
+	print_message("full peer: %u sends, %u completions after %llu ms\n", posted, done,
+		      (unsigned long long)(fx_now_ms() - t0));
+	assert_int_equal(done, 2 * TR_FLOOD);
+	assert_true(fx_now_ms() - t0 >= TR_BUSY_MS / 2); /* it did wait for the peer */
+	for (unsigned m = 0; m < TR_FLOOD; m++)
+		for (size_t i = 0; i < TR_FLOOD_LEN; i++)
+			if (back[m][i] != tr_pat(20 + m, i))
+				fail_msg("echo %u differs at %zu", m, i);
+	assert_int_equal(tr_peer_timeouts(&e), 0);
+	tr_reap(pid);
+	fx_close(&e);
+}
+
 /* A peer restarted at the same UDP port is a new session: it talks
  * normally, both directions, data checked. */
 static void test_rel_peer_restarted(void **state)
@@ -217,6 +385,9 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rel_peer_killed),
 		cmocka_unit_test(test_rel_peer_restarted),
+		cmocka_unit_test(test_rel_peer_busy),
+		cmocka_unit_test(test_rel_peer_busy_first),
+		cmocka_unit_test(test_rel_peer_full),
 	};
 
 	/* before the provider reads its parameters */
