@@ -209,6 +209,21 @@ static void test_rel_peer_killed(void **state)
 	fx_close(&e);
 }
 
+/* A child with the extra environment env (NULL: none), and an endpoint
+ * of ours that knows it as *peer. */
+static pid_t tr_start(struct fx_env *e, char *const *env, fi_addr_t *peer)
+{
+	struct shim_addr name;
+	pid_t pid;
+
+	tr_child_env = env;
+	pid = tr_spawn(NULL, &name);
+	tr_child_env = NULL;
+	assert_int_equal(fx_open(e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e->av, &name, 1, peer, 0, NULL), 1);
+	return pid;
+}
+
 static uint64_t tr_peer_timeouts(struct fx_env *e)
 {
 	struct opx_stats_ops *ops = NULL;
@@ -229,16 +244,13 @@ static uint64_t tr_peer_timeouts(struct fx_env *e)
  * dead. */
 static void test_rel_peer_busy(void **state)
 {
-	struct shim_addr name;
 	struct fx_env e;
 	fi_addr_t peer;
 	uint64_t t0;
 	pid_t pid;
 
 	(void)state;
-	pid = tr_spawn(NULL, &name);
-	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
-	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	pid = tr_start(&e, NULL, &peer);
 	tr_echo_tag(&e, peer, 100, 6, TR_TAG_BUSY);
 	for (t0 = fx_now_ms(); fx_now_ms() - t0 < TR_BUSY_MS + 500;)
 		(void)fi_cq_read(e.cq, NULL, 0);
@@ -261,18 +273,13 @@ static void test_rel_peer_busy(void **state)
 static void test_rel_peer_busy_first(void **state)
 {
 	static char *busy_first[] = {"TR_BUSY_FIRST=1", NULL};
-	struct shim_addr name;
 	struct fx_env e;
 	fi_addr_t peer;
 	uint64_t t0;
 	pid_t pid;
 
 	(void)state;
-	tr_child_env = busy_first;
-	pid = tr_spawn(NULL, &name);
-	tr_child_env = NULL;
-	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
-	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	pid = tr_start(&e, busy_first, &peer);
 	t0 = fx_now_ms();
 	tr_echo(&e, peer, 1000, 11);
 	print_message("busy from the start: first echo after %llu ms\n",
@@ -292,7 +299,6 @@ static void test_rel_peer_full(void **state)
 {
 	static char *small_child[] = {"FI_OPX_HDRQ_ENTRIES=64", "FI_OPX_UX_MAX_BYTES=4096", NULL};
 	static uint8_t out[TR_FLOOD][32 + TR_FLOOD_LEN], back[TR_FLOOD][TR_FLOOD_LEN];
-	struct shim_addr name;
 	struct fx_env e;
 	fi_addr_t peer;
 	uint64_t t0;
@@ -301,11 +307,7 @@ static void test_rel_peer_full(void **state)
 	pid_t pid;
 
 	(void)state;
-	tr_child_env = small_child;
-	pid = tr_spawn(NULL, &name);
-	tr_child_env = NULL;
-	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
-	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	pid = tr_start(&e, small_child, &peer);
 	tr_echo_tag(&e, peer, 100, 10, TR_TAG_FULL);
 	t0 = fx_now_ms();
 	for (unsigned m = 0; m < TR_FLOOD; m++) {
