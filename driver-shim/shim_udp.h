@@ -108,6 +108,7 @@ struct shim_udp {
 	 * one, then batches (recvmmsg) while a call takes more than one. */
 	bool rx_batch;
 	uint32_t rx_hits;
+	bool rx_empty;              /* the last receive call left nothing unread */
 	struct shim_udp_stats st;
 	/* The watchdog (see shim_udp_watchdog): a thread started with the
 	 * first flow.  lock orders it against the send-ring release, link

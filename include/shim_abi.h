@@ -537,6 +537,10 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port);
 bool shim_udp_on(const struct shim_ctx *ctx);
 /* Up to max validated datagrams; 0 when none is waiting. */
 int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max);
+/* Whether the last shim_udp_recv left the socket empty (it read fewer
+ * than it could take, or found nothing): everything that came before it
+ * has been read. */
+bool shim_udp_rx_empty(const struct shim_ctx *ctx);
 /* Put an in-order DATA packet into the context's own receive ring (a TID
  * payload is placed at its offset first): 0, -EAGAIN (ring full: keep
  * it), -EINVAL (bad placement: drop it). */

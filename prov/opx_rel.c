@@ -526,12 +526,12 @@ void opx_rel_progress(struct opx_ep *ep)
 	 * a poll is a fraction of a timer tick, and the clock read was a
 	 * tenth of its cost */
 	timed = n > 0 || !(++ep->rel.quiet & (OPX_REL_QUIET_CLOCK - 1));
-	if (n > 0) {
+	if (n > 0)
 		now = pkts[0].rx_ns;
-	} else if (timed) {
+	else if (timed)
 		now = opx_rel_now();
+	if (timed && shim_udp_rx_empty(ep->shim))
 		ep->rel.drained_ns = now;
-	}
 	for (int i = 0; i < n; i++) {
 		const struct shim_udp_pkt *pkt = &pkts[i];
 		struct opx_rel_flow *f = opx_rel_flow(pkt->peer);
