@@ -425,10 +425,17 @@ static uint64_t opx_rel_rto(const struct opx_rel_flow *f)
 	return rto > OPX_REL_RTO_MAX_NS ? OPX_REL_RTO_MAX_NS : rto;
 }
 
+static void opx_rel_dead(struct opx_ep *ep, struct shim_peer *peer)
+{
+	shim_udp_fail(peer);
+	ep->rel.peers_dead++;
+}
+
 /* The send side of a flow: acknowledgements, timeouts, death. */
 static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f,
 			     uint64_t now)
 {
+	const uint64_t timeout_ns = (uint64_t)opx_env.peer_timeout * 1000000000ull;
 	uint64_t rx_ns;
 	uint32_t acked, sent, tx_count;
 
@@ -440,12 +447,10 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	 * (we computed) what the peer sent meanwhile waits unread, and the
 	 * first datagrams read must not find the others silent. */
 	shim_udp_times(peer, &rx_ns, &tx_count);
-	if (shim_peer_alive(peer) && shim_udp_since(ep->rel.drained_ns, rx_ns) >
-					     (uint64_t)opx_env.peer_timeout * 1000000000ull) {
+	if (shim_peer_alive(peer) && shim_udp_since(ep->rel.drained_ns, rx_ns) > timeout_ns) {
 		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
 			 peer->lid, peer->ctx, opx_env.peer_timeout);
-		shim_udp_fail(peer);
-		ep->rel.peers_dead++;
+		opx_rel_dead(ep, peer);
 		return;
 	}
 	/* silent on our side since the count last moved (to a timer tick) */
@@ -466,14 +471,12 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		f->timer_ns = now + f->rto_ns;
 		return;
 	}
-	if (shim_udp_since(ep->rel.drained_ns, f->progress_ns) >
-	    (uint64_t)opx_env.peer_timeout * 1000000000ull) { /* its acks may wait unread */
+	if (shim_udp_since(ep->rel.drained_ns, f->progress_ns) > timeout_ns) {
 		OPX_WARN(FI_LOG_EP_DATA,
 			 "udp peer lid %u ctx %u: no acknowledgement for %d s, %u packets "
 			 "unacknowledged: declared dead\n",
 			 peer->lid, peer->ctx, opx_env.peer_timeout, sent - acked);
-		shim_udp_fail(peer);
-		ep->rel.peers_dead++;
+		opx_rel_dead(ep, peer);
 		return;
 	}
 	if (now < f->timer_ns)

@@ -89,6 +89,20 @@ int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info)
 	return ret;
 }
 
+void fx_open_peer_ep(struct fx_env *e, struct fi_info *info, struct fid_cq *cq,
+		     struct fid_ep **ep, fi_addr_t *addr)
+{
+	char name[64];
+	size_t namelen = sizeof(name);
+
+	assert_int_equal(fi_endpoint(e->domain, info ? info : e->info, ep, NULL), 0);
+	assert_int_equal(fi_ep_bind(*ep, &(cq ? cq : e->cq)->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(*ep, &e->av->fid, 0), 0);
+	assert_int_equal(fi_enable(*ep), 0);
+	assert_int_equal(fi_getname(&(*ep)->fid, name, &namelen), 0);
+	assert_int_equal(fi_av_insert(e->av, name, 1, addr, 0, NULL), 1);
+}
+
 void fx_close(struct fx_env *e)
 {
 	if (!e)

@@ -73,6 +73,11 @@ int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_f
 int fx_open_domain(struct fx_env *e, const char *threading);
 /* Close in reverse order; safe on a zeroed or partly opened env. */
 void fx_close(struct fx_env *e);
+/* One more endpoint on e's domain and AV, opened from info (NULL: e's),
+ * bound to cq (NULL: e's) and enabled; *addr is its fi_addr in the AV.
+ * Fails the test on any error. */
+void fx_open_peer_ep(struct fx_env *e, struct fi_info *info, struct fid_cq *cq,
+		     struct fid_ep **ep, fi_addr_t *addr);
 
 /* cmocka group/test fixtures: *state becomes a heap struct fx_env opened
  * with FI_AV_TABLE and FI_CQ_FORMAT_TAGGED.  fx_setup fails the test

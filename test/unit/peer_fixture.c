@@ -37,15 +37,7 @@ int tp_wait(struct tp_env *t, void *ctx, struct fx_comp *out, unsigned ms)
 
 void tp_open_ep(struct tp_env *t, struct fid_ep **ep, fi_addr_t *addr)
 {
-	char name[64];
-	size_t namelen = sizeof(name);
-
-	assert_int_equal(fi_endpoint(t->fx.domain, t->fx.info, ep, NULL), 0);
-	assert_int_equal(fi_ep_bind(*ep, &t->fx.cq->fid, FI_TRANSMIT | FI_RECV), 0);
-	assert_int_equal(fi_ep_bind(*ep, &t->fx.av->fid, 0), 0);
-	assert_int_equal(fi_enable(*ep), 0);
-	assert_int_equal(fi_getname(&(*ep)->fid, name, &namelen), 0);
-	assert_int_equal(fi_av_insert(t->fx.av, name, 1, addr, 0, NULL), 1);
+	fx_open_peer_ep(&t->fx, NULL, NULL, ep, addr);
 }
 
 int tp_setup(void **state)

@@ -90,16 +90,9 @@ static void tm_ep_open(struct fx_env *e, struct fi_info *info, struct fid_ep **e
 		       struct fid_cq **cq, fi_addr_t *addr)
 {
 	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
-	char name[64];
-	size_t len = sizeof(name);
 
 	assert_int_equal(fi_cq_open(e->domain, &cq_attr, cq, NULL), 0);
-	assert_int_equal(fi_endpoint(e->domain, info, ep, NULL), 0);
-	assert_int_equal(fi_ep_bind(*ep, &(*cq)->fid, FI_TRANSMIT | FI_RECV), 0);
-	assert_int_equal(fi_ep_bind(*ep, &e->av->fid, 0), 0);
-	assert_int_equal(fi_enable(*ep), 0);
-	assert_int_equal(fi_getname(&(*ep)->fid, name, &len), 0);
-	assert_int_equal(fi_av_insert(e->av, name, 1, addr, 0, NULL), 1);
+	fx_open_peer_ep(e, info, *cq, ep, addr);
 }
 
 static void test_inject_op_flag(void **state)
