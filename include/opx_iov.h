@@ -31,6 +31,24 @@ static inline bool opx_iov_sum(const struct iovec *iov, size_t cnt, size_t *len)
 	return true;
 }
 
+/* Copy an iovec field by field.  The API's one-buffer calls build theirs
+ * on the stack with two 8-byte stores just before; one 16-byte load of
+ * both (what a plain struct copy compiles to) cannot be forwarded from
+ * two stores and waits for the store buffer to drain, which on the
+ * receive path holds stores to lines the sender is reading.  The empty
+ * asm keeps the compiler from fusing the two loads again. */
+static inline void opx_iov_copy(struct iovec *dst, const struct iovec *src, size_t cnt)
+{
+	for (size_t i = 0; i < cnt; i++) {
+		void *base = src[i].iov_base;
+		size_t len = src[i].iov_len;
+
+		__asm__("" : "+r"(base));
+		dst[i].iov_base = base;
+		dst[i].iov_len = len;
+	}
+}
+
 static inline size_t opx_iov_total(const struct iovec *iov, size_t cnt)
 {
 	size_t len = 0;

@@ -274,8 +274,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	req->src = src;
 	req->len = len;
 	req->iov_count = cnt;
-	for (size_t i = 0; i < cnt; i++)
-		req->iov[i] = iov[i];
+	opx_iov_copy(req->iov, iov, cnt);
 	if (flags & FI_CLAIM)
 		return opx_recv_claimed(ep, req, flags);
 

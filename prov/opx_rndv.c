@@ -346,8 +346,7 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	t->dest = dest;
 	t->peer = shim_peer_get(peer); /* fi_av_remove must not unmap it under us */
 	t->iov_count = cnt;
-	for (size_t i = 0; i < cnt; i++)
-		t->iov[i] = iov[i];
+	opx_iov_copy(t->iov, iov, cnt);
 	t->sdma_left = 0;
 	t->cts_ntid = 0;
 	t->cts_next = 0;
