@@ -74,6 +74,10 @@ for p in mpi_bw mpi_collbench; do
 		exit 1
 	fi
 done
+# libfabric's own start-up cost (test/bench/fi_load.c), printed under the
+# job start table: it lands in MPI_Init for every libfabric stack alike.
+FI_LOAD=$BIN/fi_load
+gcc -std=c11 -O2 -o "$FI_LOAD" "$SRC_DIR/test/bench/fi_load.c" -ldl 2>/dev/null || FI_LOAD=
 # shm advertises neither FI_LOCAL_COMM nor FI_REMOTE_COMM, which the ofi
 # MTL requests: the test suite's preload adds them (see its comment).
 SHM_PRELOAD=$BIN/fi_local_only_preload.so
@@ -142,7 +146,7 @@ coll_run() {
 
 # start_run STACK: wall time of a minimal 2-rank job, and its MPI_Init.
 start_run() {
-	local st=$1 out=$tmp/start.$1 rc t0 t1 v
+	local st=$1 out=$tmp/start.$1 rc t0 t1 v t line
 	stack_args "$st"
 	t0=$(date +%s%N)
 	timeout -k 5 $MPI_TMO mpirun -np 2 --bind-to core "${MPI_ROOT[@]}" "${ARGS[@]}" \
@@ -157,6 +161,32 @@ start_run() {
 	keep "$st/start/mpirun" min "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')"
 	v=$(sed -n 's/^start label=.* init_s=\([0-9.]*\).*/\1/p' "$out")
 	[ -n "$v" ] && keep "$st/start/MPI_Init" min "$(awk -v a="$v" 'BEGIN { printf "%.3f", a }')"
+	[ "$st" = vader ] || [ -z "$FI_LOAD" ] && return
+	line=$(FI_PROVIDER=$st "$FI_LOAD" 2>/dev/null)
+	for v in dlopen getinfo; do
+		t=$(sed -n "s/.* ${v}_s=\([0-9.]*\).*/\1/p" <<<"$line")
+		[ -n "$t" ] && keep "$st/fiload/$v" min "$t"
+	done
+}
+
+# libfabric_note: under the job start table, what libfabric itself costs
+# before any provider runs.  Loading it runs the constructors of what it
+# links (Debian's links libpsm2 and libinfinipath, about 0.1 s each here),
+# and its first fi_getinfo initializes every built-in provider (verbs
+# reads /proc/kallsyms).  The shm stack's LD_PRELOAD loads libfabric
+# before MPI_Init starts, so only its fi_getinfo part is in its MPI_Init.
+libfabric_note() {
+	local st line=""
+	for st in "${STACKS[@]}"; do
+		[ -n "${VAL[$st/fiload/dlopen]:-}" ] || continue
+		line="$line, $st ${VAL[$st/fiload/dlopen]} + ${VAL[$st/fiload/getinfo]:-?}"
+	done
+	[ -n "$line" ] || return
+	echo "libfabric itself, before any provider code (loading libfabric.so.1 + its first"
+	echo "fi_getinfo, seconds, test/bench/fi_load.c)${line#,}."
+	echo "MPI_Init of a libfabric stack includes both; shm's preload loads libfabric"
+	echo "before MPI_Init, so the mpirun row is the one that compares them."
+	echo
 }
 
 echo "opx MPI benchmark: $(uname -n), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -247,6 +277,7 @@ for np in $OVERSUB; do
 done
 table "MPI job start, 2 ranks (mpirun to exit; the slowest rank's MPI_Init), seconds; lower is better" \
 	min "start/" "" "mpirun MPI_Init" mpi-start
+libfabric_note
 } | tee "$OUT/bench-mpi.txt"
 # The tee ran in a subshell: count the flags again from the saved tables.
 SLOWER=$(grep -c '< slower than vader' "$OUT/bench-mpi.txt")
