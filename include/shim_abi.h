@@ -778,6 +778,19 @@ static inline void shim_rx_prefetch_next(const struct shim_rx *rx)
 	__builtin_prefetch(rx->egr + (size_t)((rx->egr_head + 1) & rx->egr_mask) * SHIM_BLOCK);
 }
 
+/* While draining a backlog of small packets: fetch the header entry
+ * SHIM_RX_AHEAD behind the head, so that its miss (a line the sender
+ * wrote from another core) overlaps the work on the packets before it
+ * instead of following it.  Measured (opx_msgrate and MPI osu_bw-like,
+ * 8-64 B, 2 cores): 2 ahead raises both by 9-19 %; 3 ahead raises the MPI
+ * stream more but costs opx_msgrate 15-17 %, whose faster sender is then
+ * still writing the line the consumer takes. */
+#define SHIM_RX_AHEAD 2u
+static inline void shim_rx_prefetch_ahead(const struct shim_rx *rx)
+{
+	__builtin_prefetch(&rx->hdrq[(rx->head + SHIM_RX_AHEAD) & rx->hdrq_mask]);
+}
+
 /* Give the released credits back to the senders: one store pair for a
  * batch, so a consumer draining a full queue does not pull the consumer
  * line out of a credit-starved sender's cache once per packet. */

@@ -502,6 +502,13 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		 * only the copy is read, so a sender cannot change a length
 		 * between its check and its use. */
 		memcpy(&copy, e, sizeof(copy));
+		/* A packet of at most one block takes less than the miss on a
+		 * header entry: overlap the next ones.  A bigger one's copy
+		 * takes longer, and there the sender, writing as many bytes, is
+		 * the slower side, whose lines a prefetch would take
+		 * (opx_msgrate 1 KiB: 6 % slower with it). */
+		if (copy.hdr.paylen <= SHIM_BLOCK)
+			shim_rx_prefetch_ahead(rx);
 		if (opx_rx_packet(ep, &copy))
 			break;
 		shim_rx_consume(rx, &copy);
