@@ -508,7 +508,7 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		 * the slower side, whose lines a prefetch would take
 		 * (opx_msgrate 1 KiB: 6 % slower with it). */
 		if (copy.hdr.paylen <= SHIM_BLOCK)
-			shim_rx_prefetch_ahead(rx);
+			shim_rx_prefetch_ahead(rx, n);
 		if (opx_rx_packet(ep, &copy))
 			break;
 		shim_rx_consume(rx, &copy);
