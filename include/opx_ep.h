@@ -204,7 +204,7 @@ struct opx_ep {
 
 	/* transmit */
 	uint32_t next_msgid;
-	uint32_t tx_streak; /* eager sends since a packet arrived: > 0 awaits an answer, > 1 streams */
+	uint32_t tx_streak; /* eager sends since a packet arrived: > 1 streams */
 	struct opx_rndv_tx *rndv;
 	struct opx_rndv_tx *rndv_free;
 	size_t rndv_busy;

@@ -781,14 +781,16 @@ static inline const uint8_t *shim_rx_payload(const struct shim_rx *rx,
 	return rx->egr + (size_t)idx * SHIM_BLOCK;
 }
 
-/* For a consumer awaiting an answer: prefetch the eager blocks where the
- * next payload lands (the ring is consumed in order), so that polling the
- * next header entry fetches them together with it instead of after it.
- * As many blocks as the packet consumed last had, when it had one or two:
- * the answer to a small message is usually as small.  A bigger payload
- * is still being written while the consumer polls, and taking its first
+/* For a consumer that found its queue empty: prefetch the eager blocks
+ * where the next payload lands (the ring is consumed in order), so that
+ * polling the next header entry fetches them together with it instead of
+ * after it.  As many blocks as the packet consumed last had, when it had
+ * one or two: what comes next is usually as small.  A bigger payload is
+ * still being written while the consumer polls, and taking its first
  * lines from the sender slows it down (MPI ping-pong 1 KiB: 0.52 -> 0.60
- * us with two blocks always; 64 B: 0.30 -> 0.25 us). */
+ * us with two blocks always; 64 B: 0.30 -> 0.25 us).  Not only after a
+ * send of our own: a neighbour exchange receives two messages in a row
+ * (exchange 8-128 B 5-7 % faster), and a 64-byte stream is not slowed. */
 static inline void shim_rx_prefetch_next(const struct shim_rx *rx)
 {
 	if (rx->last_nblk - 1u >= 2u) /* none, or more than two */

@@ -516,8 +516,8 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 	if (n) {
 		shim_rx_credit_flush(rx);
 		ep->tx_streak = 0;
-	} else if (ep->tx_streak) {
-		shim_rx_prefetch_next(rx); /* awaiting an answer to what we sent */
+	} else {
+		shim_rx_prefetch_next(rx); /* nothing yet: what comes next */
 	}
 	return n;
 }
