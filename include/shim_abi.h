@@ -730,6 +730,31 @@ static inline void shim_pio_prefetch_next(const struct shim_peer *p, const struc
 		shim_prefetchw(p->egr + (size_t)(b & p->egr_mask) * SHIM_BLOCK);
 }
 
+/* For a sender that alternates sends and receives (a ping-pong, a
+ * request and its reply): take ownership now of the eager blocks its
+ * next send of the same size will write, SHIM_PIO_OWN_MAX at most, while
+ * it waits for the answer.  Without it every line of that send's copy is
+ * a read-for-ownership from the consumer's cache, one after the other;
+ * the consumer is done with them (they are within our credits), and a
+ * copy into owned lines runs at cache speed.  Measured (MPI ping-pong,
+ * np 2): 2 KiB 0.75 -> 0.64 us, 4 KiB 1.00 -> 0.78, 8191 B 1.56 -> 1.29.
+ * Not for one or two blocks: there the consumer, polling for the next
+ * packet, has prefetched those lines itself (shim_rx_prefetch_next). */
+#define SHIM_PIO_OWN_MAX 128u
+static inline void shim_pio_own_next(const struct shim_peer *p, const struct shim_pio_resv *r,
+				     uint32_t nblk)
+{
+	if (nblk > SHIM_PIO_OWN_MAX)
+		nblk = SHIM_PIO_OWN_MAX;
+	for (uint32_t k = 0; k < nblk; k++) {
+		uint32_t b = r->egr_end + k;
+
+		if ((uint32_t)(b - p->egr_credit_head) >= p->egr_blocks)
+			break;
+		shim_prefetchw(p->egr + (size_t)(b & p->egr_mask) * SHIM_BLOCK);
+	}
+}
+
 /* Publish entry i: rhf describes where its payload is; release order makes
  * the header and payload visible before the generation word. */
 static inline void shim_pio_publish(struct shim_peer *p, const struct shim_pio_resv *r, uint32_t i,

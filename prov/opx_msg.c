@@ -50,6 +50,17 @@ static inline void opx_send_streaming(struct opx_ep *ep, struct shim_peer *peer,
 		shim_pio_prefetch_next(peer, r);
 }
 
+/* After an eager send with payload in the eager ring: a first send since
+ * a packet arrived prepares a next one as big (shim_pio_own_next), a
+ * stream the lines just ahead (opx_send_streaming). */
+static inline void opx_send_next(struct opx_ep *ep, struct shim_peer *peer,
+				 const struct shim_pio_resv *r, size_t len)
+{
+	if (!ep->tx_streak && len > 2 * SHIM_BLOCK)
+		shim_pio_own_next(peer, r, shim_egr_blocks_for((uint32_t)len));
+	opx_send_streaming(ep, peer, r);
+}
+
 /* Eager: one reservation for the whole message (n consecutive packets). */
 static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
 				 size_t cnt, size_t len, uint64_t tag, uint64_t data,
@@ -85,7 +96,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, r.egr);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
-		opx_send_streaming(ep, peer, &r);
+		opx_send_next(ep, peer, &r, len);
 		return 0;
 	}
 
@@ -111,7 +122,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 			opx_send_seal(e, r.egr + off);
 		shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
 	}
-	opx_send_streaming(ep, peer, &r);
+	opx_send_next(ep, peer, &r, len);
 	return 0;
 }
 
