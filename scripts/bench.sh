@@ -86,8 +86,14 @@ run_pair() {
 }
 
 # latency PROV SIZE -> best usec/xfer reported by the fi_pingpong client.
+# Both sides' result lines of every run are kept in $BENCH_OUT/
+# fi_pingpong-raw.txt.  Client and server time the same exchanges, so
+# a run whose two figures differ by more than a quarter is not counted
+# (and is marked there): a best-of-N must not be an artefact (once, in
+# two of some twenty full runs, opx at 256 B read 0.14-0.15 us, below
+# its 8 B figure; no raw lines were kept then).
 latency() {
-	local prov=$1 size=$2 out=$tmp/lat.$1.$2 r v best=
+	local prov=$1 size=$2 out=$tmp/lat.$1.$2 r v vs best=
 	local pp=(fi_pingpong -p "$prov" -e rdm -m tagged -S "$size" -I "$ITERS")
 	for ((r = 0; r < REPEAT; r++)); do
 		[ $SECONDS -ge $DEADLINE ] && break
@@ -97,7 +103,14 @@ latency() {
 		}
 		# columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
 		v=$(awk '$1 != "bytes" && NF >= 8 { v = $7 } END { print v }' "$out")
+		vs=$(awk '$1 != "bytes" && NF >= 8 { v = $7 } END { print v }' "$out.srv")
 		[ -z "$v" ] && { echo fail; return; }
+		if awk -v a="$v" -v b="$vs" 'BEGIN { exit !(b == "" || a > 1.25 * b || b > 1.25 * a) }'; then
+			echo "$prov $size run $r client $v server ${vs:-none}: disagree, not counted" \
+				>>"$BENCH_OUT/fi_pingpong-raw.txt"
+			continue
+		fi
+		echo "$prov $size run $r client $v server $vs" >>"$BENCH_OUT/fi_pingpong-raw.txt"
 		best=$(awk -v a="$v" -v b="$best" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
 	done
 	echo "${best:-skip}"
@@ -152,7 +165,9 @@ echo "opx benchmark: $(uname -n), $(nproc) cores, $pinning, load average $(cut -
 echo "libfabric $(pkg-config --modversion libfabric 2>/dev/null || echo '?'), FI_PROVIDER_PATH=$FI_PROVIDER_PATH"
 echo
 echo "latency: fi_pingpong -e rdm -m tagged -I $ITERS, usec/xfer reported by the client, best of $REPEAT"
+echo "(a run whose client and server figures differ by over 25 % is not counted; all: $BENCH_OUT/fi_pingpong-raw.txt)"
 : >"$BENCH_OUT/fabric-latency.dat"
+: >"$BENCH_OUT/fi_pingpong-raw.txt"
 : >"$BENCH_OUT/fabric-rate.dat"
 header
 for size in $SIZES; do
