@@ -89,9 +89,9 @@ run_pair() {
 # Both sides' result lines of every run are kept in $BENCH_OUT/
 # fi_pingpong-raw.txt.  Client and server time the same exchanges, so
 # a run whose two figures differ by more than a quarter is not counted
-# (and is marked there): a best-of-N must not be an artefact (once, in
-# two of some twenty full runs, opx at 256 B read 0.14-0.15 us, below
-# its 8 B figure; no raw lines were kept then).
+# (and is marked there): a best-of-N must not be an artefact (in two
+# full runs opx at 256 B read 0.14-0.15 us, below its 8 B figure; no
+# raw lines were kept then).
 latency() {
 	local prov=$1 size=$2 out=$tmp/lat.$1.$2 r v vs best=
 	local pp=(fi_pingpong -p "$prov" -e rdm -m tagged -S "$size" -I "$ITERS")
