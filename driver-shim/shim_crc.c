@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shim_abi.h"
+#include "shim_dev.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>

@@ -2,8 +2,8 @@
 /*
  * shim_internal.h - private definitions shared by the files of
  * driver-shim/.  The provider never includes this header; it sees the
- * device only through include/shim_abi.h.  Unit tests may include it to
- * inspect counters.
+ * device only through include/shim_abi.h and the shim_*.h beside it.
+ * Unit tests may include it to inspect counters.
  */
 #ifndef SHIM_INTERNAL_H
 #define SHIM_INTERNAL_H
@@ -16,7 +16,8 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
-#include "shim_abi.h"
+#include "shim_ring.h"
+#include "shim_udp_wire.h"
 #include "shim_dma.h"
 
 /* The control block is padded to a page so the header queue starts page

@@ -4,7 +4,7 @@
  *
  * A request (header template + iovec) is cut into packets of at most the
  * peer's MTU; each packet is pushed into the peer's receive context with
- * the PIO primitives of shim_abi.h and flagged SHIM_RHF_TID so that the
+ * the PIO primitives of shim_ring.h and flagged SHIM_RHF_TID so that the
  * receiver places its payload straight into a registered buffer.
  *
  * Like hfi1's sdma.c, every descriptor follows an explicit state machine

@@ -5,7 +5,7 @@
  *
  * Send side.  A udp peer looks to the provider exactly like a shm peer:
  * a ring of header entries and eager blocks it reserves and publishes
- * into with the inline PIO primitives of shim_abi.h.  The ring is private
+ * into with the inline PIO primitives of shim_ring.h.  The ring is private
  * memory (the link's send buffer) whose control block says "sleeping",
  * so every publish calls shim_peer_wake(), which transmits what was
  * published (shim_udp_kick).  Entries stay in the ring until the

@@ -30,7 +30,8 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "opx_list.h"
-#include "shim_abi.h"
+#include "shim_ring.h"
+#include "shim_udp_wire.h"
 
 #define OPX_PROV_NAME "opx"
 #define OPX_FABRIC_NAME "opx"

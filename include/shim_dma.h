@@ -7,7 +7,7 @@
 #ifndef SHIM_DMA_H
 #define SHIM_DMA_H
 
-#include "shim_abi.h"
+#include "shim_dev.h"
 
 /* ---------------------------------------------------------------------
  * Expected receive (TID).  A receive context registers buffer ranges and

@@ -22,7 +22,7 @@
 
 #include "fixture.h"
 #include "rdma/opx_ext.h"
-#include "shim_abi.h"
+#include "shim_udp_wire.h"
 
 #define TR_WAIT_MS 20000u
 #define TR_TAG_ECHO 0x77u

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * shim_udp_wire.h - the software SuperNIC's udp wire between hosts, part
+ * of the shim ABI (same version as shim_abi.h): the datagram format and
+ * what the provider's reliability module calls.
+ */
+#ifndef SHIM_UDP_WIRE_H
+#define SHIM_UDP_WIRE_H
+
+#include "shim_dev.h"
+
+/* ---------------------------------------------------------------------
+ * The udp wire (shim_udp.c): one UDP socket per receive context, the same
+ * packet format as the shm wire behind a datagram header.  It is not
+ * reliable: it loses, duplicates and reorders, and validates what it
+ * receives (length, magic, CRC32C, job key, destination) before the
+ * provider's reliability module (prov/opx_rel.c) sees it.
+ *
+ * Datagram: struct shim_udp_hdr, then for DATA the 56-byte packet header
+ * and paylen payload bytes when SHIM_RHF_EGR (inline payload rides in the
+ * packet header).  A udp peer's packet sequence numbers are the positions
+ * of its send ring relative to the flow's start (psn 0 = first packet).
+ */
+#define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
+#define SHIM_UDP_VERSION 3u
+#define SHIM_UDP_DATA 1u
+#define SHIM_UDP_ACK 2u  /* ack only */
+#define SHIM_UDP_NACK 3u /* psn: the first packet missing */
+/* ACK rhf: the acking side holds packets of ours that arrived and that it
+ * has not taken in yet (its owner does not poll, or its ring is full).
+ * The peer is alive and busy, not lost: the ack standing still is flow
+ * control, as with a shm peer whose ring is full. */
+#define SHIM_UDP_ACK_HELD 1u
+
+struct shim_udp_hdr {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t jkey;
+	uint32_t psn;       /* DATA: sequence number; NACK: first missing */
+	uint32_t ack;       /* every type: the reverse flow's psns below it arrived */
+	uint32_t src_nonce; /* sender's receive context (restart detection) */
+	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
+	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more
+			     * missing; ACK: SHIM_UDP_ACK_HELD */
+	uint32_t crc;       /* with this field 0: shim_crc32c of the two headers
+			     * (this one, and the packet header of DATA),
+			     * continued by shim_crc32c_wide over the payload */
+	uint64_t src_host;  /* sender's host id, lid, ctx, unit: its address */
+	uint16_t src_lid;
+	uint16_t src_ctx;
+	uint16_t src_unit;
+	uint16_t src_mtu;   /* payload bytes / SHIM_BLOCK the sender can receive
+			     * in one datagram (its path MTU): a link sends at
+			     * most min(ours, theirs), SHIM_UDP_SAFE_MTU until it
+			     * heard the peer */
+};
+static_assert(sizeof(struct shim_udp_hdr) == 48, "udp header layout");
+
+/* Payload bytes per udp packet for an interface MTU. */
+#define SHIM_UDP_OVERHEAD (28u + sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
+/* Payload bytes a 1500-byte path carries: what a link sends before it
+ * knows how large a datagram the peer can take (hosts may differ). */
+#define SHIM_UDP_SAFE_MTU ((1500u - (uint32_t)SHIM_UDP_OVERHEAD) & ~(SHIM_BLOCK - 1u))
+
+/* A received, validated datagram.  pay points into the shim's receive
+ * buffers and is valid until the next shim_udp_recv() on the context. */
+struct shim_udp_pkt {
+	struct shim_udp_hdr uh;
+	struct shim_rhq_entry e; /* DATA: rhf and packet header (copies) */
+	const uint8_t *pay;      /* DATA with SHIM_RHF_EGR: paylen bytes */
+	struct shim_peer *peer;  /* the flow it belongs to (created on first contact) */
+	uint64_t rx_ns;          /* CLOCK_MONOTONIC when its batch was received */
+};
+
+/* Receive-side statistics of a context's udp wire. */
+struct shim_udp_stats {
+	uint64_t rx_datagrams;
+	uint64_t tx_datagrams;
+	uint64_t drop_len;      /* truncated, too short, length mismatch */
+	uint64_t drop_magic;    /* not ours, other version, unknown type */
+	uint64_t drop_crc;      /* corrupted */
+	uint64_t drop_jkey;     /* another job */
+	uint64_t drop_dest;     /* for an earlier context at this port, a stale sender */
+	uint64_t drop_nomem;    /* no flow could be created */
+	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
+	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
+};
+
+/* Bind the context's socket: ipv4 (network order; 0 = the interface the
+ * device chose) and port (network order; 0 = any).  -EADDRINUSE, -errno.
+ * A context without a bound socket has no udp wire (wire shm). */
+int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port);
+bool shim_udp_on(const struct shim_ctx *ctx);
+/* Up to max validated datagrams; 0 when none is waiting. */
+int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max);
+/* Whether the last shim_udp_recv left the socket empty (it read fewer
+ * than it could take, or found nothing): everything that came before it
+ * has been read. */
+bool shim_udp_rx_empty(const struct shim_ctx *ctx);
+/* Put an in-order DATA packet into the context's own receive ring (a TID
+ * payload is placed at its offset first): 0, -EAGAIN (ring full: keep
+ * it), -EINVAL (bad placement: drop it). */
+int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt);
+/* n consecutive packets of one message in one reservation, so packets of
+ * other flows cannot come between them (multi-packet eager): 0, -EAGAIN,
+ * -EINVAL (not eager data).  *pkts[i] in psn order. */
+int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *pkts, uint32_t n);
+/* An ACK or NACK to the peer (its udp_ack stamped).  A NACK names the
+ * first missing psn and in mask bit i whether psn + 1 + i is missing too;
+ * an ACK's mask is its flags (SHIM_UDP_ACK_HELD).  Either travels in the
+ * rhf field. */
+int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask);
+/* Send the staged packet psn again: 0, -ENOENT when it is not staged. */
+int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
+/* Everything below ack arrived: free it from the send ring (credits). */
+void shim_udp_release(struct shim_peer *peer, uint32_t ack);
+/* Send-ring state: psns below *acked are freed, below *sent transmitted. */
+void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
+/* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's
+ * creation before any), and how many went to it (wrapping; a caller
+ * that notes when the count moved knows how long the flow was silent on
+ * our side without a clock read on every send). */
+void shim_udp_times(const struct shim_peer *peer, uint64_t *rx_ns, uint32_t *tx_count);
+/* now - then, 0 when then is later: a stamp taken after the caller read
+ * its clock (or by another thread) must not wrap an unsigned age. */
+static inline uint64_t shim_udp_since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+/* A counter bumped on a hot path instead of a clock read there: a
+ * periodic reader notes when it last saw it move (*seen, *moved_ns), and
+ * shim_udp_since(now, *moved_ns) is how long it stood still, to a tick. */
+static inline void shim_udp_note_moved(uint64_t count, uint64_t *seen, uint64_t *moved_ns,
+				       uint64_t now)
+{
+	if (count != *seen) {
+		*seen = count;
+		*moved_ns = now;
+	}
+}
+/* Keepalive period: a flow silent this long on our side gets an ack
+ * (the default; shim_udp_watch shortens it, so that a peer that declares
+ * silence of its timeout death hears a few in that time). */
+#define SHIM_UDP_KEEPALIVE_NS 1000000000ull
+/* The owner (the provider) progresses the context from now on: start the
+ * watchdog now, not with the first flow, so that a process that computes
+ * before it ever polls still answers a first contact (HELD acks), and
+ * send keepalives every keepalive_ns (0: the default). */
+void shim_udp_watch(struct shim_ctx *ctx, uint64_t keepalive_ns);
+/* The peer stopped answering: shim_peer_alive() says false from now on
+ * and nothing more is transmitted to it. */
+void shim_udp_fail(struct shim_peer *peer);
+/* The address the peer told us in its datagrams (lid 0 until it spoke). */
+int shim_udp_peer_addr(const struct shim_peer *peer, struct shim_addr *addr);
+/* Iterate the context's udp flows (NULL starts; NULL at the end). */
+struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev);
+/* Send what fault injection held back. */
+void shim_udp_flush(struct shim_ctx *ctx);
+void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st);
+
+#endif /* SHIM_UDP_WIRE_H */
