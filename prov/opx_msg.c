@@ -40,25 +40,19 @@ static __attribute__((noinline)) void opx_send_seal(struct shim_rhq_entry *e, co
 	e->hdr.psn = opx_pkt_csum(&e->hdr, pay);
 }
 
-/* A send that follows another with nothing received in between is part
- * of a stream: prepare the lines the next one will write (see
- * shim_pio_prefetch_next; a ping-pong does not pay for it). */
-static inline void opx_send_streaming(struct opx_ep *ep, struct shim_peer *peer,
-				      const struct shim_pio_resv *r)
-{
-	if (ep->tx_streak++)
-		shim_pio_prefetch_next(peer, r);
-}
-
-/* After an eager send with payload in the eager ring: a first send since
- * a packet arrived prepares a next one as big (shim_pio_own_next), a
- * stream the lines just ahead (opx_send_streaming). */
+/* After an eager send of len bytes, prepare the lines the next send will
+ * write.  One that follows another with nothing received in between is
+ * part of a stream: the lines just ahead (shim_pio_prefetch_next; a
+ * ping-pong does not pay for it).  A first send since a packet arrived
+ * expects an answer first: the blocks of a next send as big, when it
+ * has three or more (shim_pio_own_next). */
 static inline void opx_send_next(struct opx_ep *ep, struct shim_peer *peer,
 				 const struct shim_pio_resv *r, size_t len)
 {
-	if (!ep->tx_streak && len > 2 * SHIM_BLOCK)
+	if (ep->tx_streak++)
+		shim_pio_prefetch_next(peer, r);
+	else if (len > 2 * SHIM_BLOCK)
 		shim_pio_own_next(peer, r, shim_egr_blocks_for((uint32_t)len));
-	opx_send_streaming(ep, peer, r);
 }
 
 /* Eager: one reservation for the whole message (n consecutive packets). */
@@ -83,7 +77,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, NULL);
 		shim_pio_publish(peer, &r, 0, 0);
-		opx_send_streaming(ep, peer, &r);
+		opx_send_next(ep, peer, &r, len);
 		return 0;
 	}
 	if (len <= mtu) {
