@@ -109,6 +109,8 @@ static int shim_dev_params_resolve(const struct shim_dev_params *in, struct shim
 	if (!shim_is_pow2(out->egr_bytes) || (uint64_t)out->egr_bytes < 4ull * out->mtu ||
 	    out->egr_bytes > (1u << 30))
 		return -EINVAL;
+	if (out->auth < SHIM_AUTH_OFF || out->auth > SHIM_AUTH_FULL)
+		return -EINVAL;
 	return 0;
 }
 

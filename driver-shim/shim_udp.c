@@ -129,6 +129,8 @@ static void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce)
 	l->old_nonce = l->remote_nonce;
 	l->remote_nonce = nonce;
 	l->dead = false;
+	/* the new life says who it is (or the address vector does) */
+	l->learned.lid = 0;
 	/* every reservation is published (the provider holds the domain
 	 * lock around both), so the tail is where the new flow starts */
 	l->base = (uint32_t)tail;
@@ -189,13 +191,16 @@ static struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip,
  * socket lock once more. */
 #define SHIM_UDP_WD_PEEK 256u
 #define SHIM_UDP_WD_SENDERS 32u
+static bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
+			       const uint8_t *d, size_t n, const struct sockaddr_in *from);
+
 static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 {
 	struct sockaddr_in seen[SHIM_UDP_WD_SENDERS];
 	uint32_t nseen = 0;
 	int off = 0;
 
-	if (now - u->wd_scan_ns < u->keepalive_ns / 2)
+	if (now - u->wd_scan_ns < u->keepalive_ns / 2 || !u->wd_buf)
 		return;
 	u->wd_scan_ns = now;
 	if (setsockopt(u->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off)) < 0)
@@ -204,16 +209,23 @@ static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 		struct shim_udp_hdr uh;
 		struct sockaddr_in from;
 		socklen_t alen = sizeof(from);
-		ssize_t n = recvfrom(u->fd, &uh, sizeof(uh), MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC,
+		ssize_t n = recvfrom(u->fd, u->wd_buf, u->rbuf_sz, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC,
 				     (struct sockaddr *)&from, &alen);
 		bool known = false;
 
 		if (n < 0)
 			break;
-		/* only what looks like ours; the crc covers the whole
-		 * datagram, checked when the owner reads it */
-		if ((size_t)n < sizeof(uh) || alen != sizeof(from) || from.sin_family != AF_INET ||
-		    uh.magic != SHIM_UDP_MAGIC || uh.version != SHIM_UDP_VERSION ||
+		/* only what is ours: authenticated (no answer to anyone who
+		 * lacks the job's secret), from the address it names; the
+		 * crc is checked when the owner reads it */
+		if ((size_t)n < sizeof(uh) || (size_t)n > u->rbuf_sz || alen != sizeof(from) ||
+		    from.sin_family != AF_INET)
+			continue;
+		memcpy(&uh, u->wd_buf, sizeof(uh));
+		if (uh.magic != SHIM_UDP_MAGIC || uh.version != SHIM_UDP_VERSION ||
+		    uh.type < SHIM_UDP_DATA || uh.type > SHIM_UDP_NACK ||
+		    !shim_udp_authentic(u, &uh, u->wd_buf, (size_t)n, &from) ||
+		    uh.src_ipv4 != from.sin_addr.s_addr || uh.src_port != from.sin_port ||
 		    uh.jkey != u->ctx->rx.jkey || !uh.src_nonce ||
 		    (uh.dst_nonce && uh.dst_nonce != u->ctx->nonce) ||
 		    shim_udp_link_find(u, from.sin_addr.s_addr, from.sin_port))
@@ -462,6 +474,7 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	u->hash[h] = l;
 	l->all_next = u->links;
 	u->links = l;
+	u->nlinks++;
 	pthread_mutex_unlock(&u->lock);
 	shim_udp_watchdog_start(u);
 	return l;
@@ -494,6 +507,8 @@ int shim_udp_peer_open(struct shim_dev *dev, struct shim_ctx *home, const struct
 		return -EHOSTUNREACH; /* no udp address: not reachable from here */
 	l = shim_udp_link_find(home->udp, addr->ipv4, addr->udp_port);
 	if (!l) {
+		if (home->udp->nlinks >= home->udp->max_links)
+			return -ENOSPC;
 		l = shim_udp_link_new(home->udp, addr->ipv4, addr->udp_port);
 		if (!l)
 			return -ENOMEM;
@@ -529,9 +544,64 @@ struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev)
 /* ---------------------------------------------------------------------
  * Receive
  */
-static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim_udp_pkt *pkt)
+/* Drop reasons a user hears about once per context (the counters say
+ * how often): bits of u->warned. */
+enum {
+	SHIM_UDP_WARN_MAC = 1u << 0,
+	SHIM_UDP_WARN_IDENT = 1u << 1,
+	SHIM_UDP_WARN_JKEY = 1u << 2,
+	SHIM_UDP_WARN_QUOTA = 1u << 3,
+	SHIM_UDP_WARN_MODE = 1u << 4,
+};
+
+static void shim_udp_drop(struct shim_udp *u, uint64_t *counter, uint32_t bit,
+			  const struct sockaddr_in *from, const char *why)
 {
-	struct shim_udp_hdr *uh = &pkt->uh;
+	void (*warn)(const char *) = u->ctx->dev->params.warn;
+	char msg[256], ip[INET_ADDRSTRLEN];
+
+	(*counter)++;
+	if (u->warned & bit)
+		return;
+	u->warned |= bit;
+	if (!warn)
+		return;
+	if (!inet_ntop(AF_INET, &from->sin_addr, ip, sizeof(ip)))
+		snprintf(ip, sizeof(ip), "?");
+	snprintf(msg, sizeof(msg),
+		 "udp wire: dropped a datagram from %s:%u: %s (first of its kind; all are "
+		 "counted in FI_OPX_STATS)",
+		 ip, (unsigned)ntohs(from->sin_port), why);
+	warn(msg);
+}
+
+/* Whether the datagram d (n bytes, its udp header copied to uh) carries
+ * the right tag for our mode and comes from the address it names.  No
+ * counting: the watchdog asks too. */
+static bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
+			       const uint8_t *d, size_t n, const struct sockaddr_in *from)
+{
+	const struct shim_pkt_hdr *ph = NULL;
+	struct shim_pkt_hdr phc;
+	const uint8_t *pay = NULL;
+	size_t paylen = 0;
+
+	if (uh->type == SHIM_UDP_DATA) {
+		if (n < SHIM_UDP_HDRS)
+			return false;
+		memcpy(&phc, d + sizeof(*uh), sizeof(phc));
+		ph = &phc;
+		pay = d + SHIM_UDP_HDRS;
+		paylen = n - SHIM_UDP_HDRS;
+	}
+	(void)from;
+	return shim_udp_auth_check(&u->auth, uh, ph, pay, paylen);
+}
+
+static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struct sockaddr_in *from,
+			   struct shim_udp_pkt *pkt)
+{
+	struct shim_udp_hdr *uh = &pkt->uh, *dh = (struct shim_udp_hdr *)d;
 	uint32_t crc, want;
 	size_t hl;
 
@@ -545,8 +615,27 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 		u->st.drop_magic++;
 		return false;
 	}
+	if (uh->type == SHIM_UDP_DATA && n < SHIM_UDP_HDRS) {
+		u->st.drop_len++;
+		return false;
+	}
+	/* Nothing but the length and the magic is believed before the tag:
+	 * a datagram without the job's secret gets no further look, no
+	 * reply and no state. */
+	if (uh->auth != u->auth.mode) {
+		shim_udp_drop(u, &u->st.drop_mac, SHIM_UDP_WARN_MODE, from,
+			      "another FI_OPX_AUTH mode (every process of a job must use the same)");
+		return false;
+	}
+	if (!shim_udp_authentic(u, uh, d, n, from)) {
+		shim_udp_drop(u, &u->st.drop_mac, SHIM_UDP_WARN_MAC, from,
+			      "not authenticated with this job's secret (FI_OPX_AUTH_KEY, the "
+			      "launcher's job secret, the user's key file)");
+		return false;
+	}
 	want = uh->crc;
-	((struct shim_udp_hdr *)d)->crc = 0;
+	dh->crc = 0;
+	memset(dh->mac, 0, sizeof(dh->mac));
 	hl = n < SHIM_UDP_HDRS ? n : SHIM_UDP_HDRS;
 	crc = shim_crc32c(0, d, hl);
 	if (n > hl)
@@ -555,8 +644,16 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 		u->st.drop_crc++;
 		return false;
 	}
+	/* The sender is the address the kernel says it came from; the
+	 * header (covered by the tag) must name the same. */
+	if (uh->src_ipv4 != from->sin_addr.s_addr || uh->src_port != from->sin_port) {
+		shim_udp_drop(u, &u->st.drop_ident, SHIM_UDP_WARN_IDENT, from,
+			      "its header names another sender than the address it came from");
+		return false;
+	}
 	if (uh->jkey != u->ctx->rx.jkey) {
-		u->st.drop_jkey++;
+		shim_udp_drop(u, &u->st.drop_jkey, SHIM_UDP_WARN_JKEY, from,
+			      "another job's key (FI_OPX_JKEY, FI_OPX_UUID, the launcher's job id)");
 		return false;
 	}
 	if ((uh->dst_nonce && uh->dst_nonce != u->ctx->nonce) || !uh->src_nonce) {
@@ -571,22 +668,28 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, struct shim
 		}
 		return true;
 	}
-	if (n < sizeof(*uh) + sizeof(struct shim_pkt_hdr) || (uh->rhf & ~(SHIM_RHF_EGR | SHIM_RHF_TID))) {
+	if (uh->rhf & ~(SHIM_RHF_EGR | SHIM_RHF_TID)) {
 		u->st.drop_len++;
 		return false;
 	}
 	memset(&pkt->e, 0, sizeof(pkt->e));
 	memcpy(&pkt->e.hdr, d + sizeof(*uh), sizeof(pkt->e.hdr));
 	pkt->e.rhf = uh->rhf;
+	/* the packet's own source fields say the same as the datagram's */
+	if (pkt->e.hdr.slid != uh->src_lid || pkt->e.hdr.sctx != uh->src_ctx) {
+		shim_udp_drop(u, &u->st.drop_ident, SHIM_UDP_WARN_IDENT, from,
+			      "its packet header names another sender than its datagram");
+		return false;
+	}
 	if (uh->rhf & SHIM_RHF_EGR) {
-		size_t pay = n - sizeof(*uh) - sizeof(struct shim_pkt_hdr);
+		size_t pay = n - SHIM_UDP_HDRS;
 
 		if (!pay || pkt->e.hdr.paylen != pay || pay > u->ctx->rx.mtu) {
 			u->st.drop_len++;
 			return false;
 		}
-		pkt->pay = d + sizeof(*uh) + sizeof(struct shim_pkt_hdr);
-	} else if (n != sizeof(*uh) + sizeof(struct shim_pkt_hdr) ||
+		pkt->pay = d + SHIM_UDP_HDRS;
+	} else if (n != SHIM_UDP_HDRS ||
 		   pkt->e.hdr.paylen > ((uh->rhf & SHIM_RHF_TID) ? 0 : SHIM_INLINE_MAX)) {
 		u->st.drop_len++;
 		return false;
@@ -616,8 +719,14 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 					     const struct shim_udp_hdr *uh, uint64_t now)
 {
 	struct shim_udp_link *l = shim_udp_link_find(u, from->sin_addr.s_addr, from->sin_port);
+	bool new_session = false;
 
 	if (!l) {
+		if (u->nlinks >= u->max_links) {
+			shim_udp_drop(u, &u->st.drop_quota, SHIM_UDP_WARN_QUOTA, from,
+				      "this endpoint already has as many peers as it may keep");
+			return NULL;
+		}
 		l = shim_udp_link_new(u, from->sin_addr.s_addr, from->sin_port);
 		if (!l) {
 			u->st.drop_nomem++;
@@ -633,10 +742,20 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 			shim_udp_link_reset(l, uh->src_nonce);
 		else
 			l->remote_nonce = uh->src_nonce;
+		new_session = true;
+	}
+	/* Within one session the peer at this address keeps the identity it
+	 * (or the address vector) gave first: a datagram naming another
+	 * lid/ctx is not believed. */
+	if (!new_session && l->learned.lid &&
+	    (l->learned.lid != uh->src_lid || l->learned.ctx != uh->src_ctx)) {
+		shim_udp_drop(u, &u->st.drop_ident, SHIM_UDP_WARN_IDENT, from,
+			      "it names another endpoint than its address had");
+		return NULL;
 	}
 	atomic_store_explicit(&l->rx_ns, now, memory_order_relaxed);
 	shim_udp_link_mtu(l, uh->src_mtu);
-	if (l->learned.nonce != uh->src_nonce || !l->learned.lid) {
+	if (new_session || l->learned.nonce != uh->src_nonce || !l->learned.lid) {
 		l->learned.host_id = uh->src_host;
 		l->learned.ipv4 = from->sin_addr.s_addr;
 		l->learned.udp_port = from->sin_port;
@@ -710,7 +829,7 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 			u->st.drop_len++;
 			continue;
 		}
-		if (!shim_udp_valid(u, u->iovs[i].iov_base, u->msgs[i].msg_len, pkt))
+		if (!shim_udp_valid(u, u->iovs[i].iov_base, u->msgs[i].msg_len, &u->from[i], pkt))
 			continue;
 		l = shim_udp_source(u, &u->from[i], &pkt->uh, now);
 		if (!l)
@@ -896,10 +1015,17 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	}
 	u->scratch = malloc(u->rbuf_sz);
 	u->held = malloc(u->rbuf_sz);
+	u->wd_buf = malloc(u->rbuf_sz);
+	u->max_links = dev->params.max_links ? dev->params.max_links : SHIM_UDP_MAX_LINKS;
+	rc = shim_udp_auth_init(&u->auth, dev->params.auth, dev->params.auth_key);
+	if (rc) {
+		u->fd = -1;
+		goto err;
+	}
 	u->tx = malloc(sizeof(*u->tx)); /* NULL: datagram by datagram */
 	u->gso = true;
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (!u->rbuf || !u->scratch || !u->held || u->fd < 0) {
+	if (!u->rbuf || !u->scratch || !u->held || !u->wd_buf || u->fd < 0) {
 		rc = u->fd < 0 ? -errno : -ENOMEM;
 		goto err;
 	}
@@ -921,11 +1047,14 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	u->ring_bytes = SHIM_UDP_RING_BYTES;
 	while (u->ring_bytes > SHIM_UDP_RING_MIN && u->ring_bytes > (uint32_t)got / 4u)
 		u->ring_bytes /= 2;
-	/* Every address of the host (the name says which one to use): a
-	 * peer that reached us through loopback is answered from there. */
+	/* The chosen interface's address only, not every address of the
+	 * host: the name advertises it, every datagram says it (the
+	 * receiver checks it against the address the kernel reports), and
+	 * nothing reaches the socket through another interface or loopback
+	 * unless that is the one chosen. */
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_ANY);
+	sin.sin_addr.s_addr = ipv4;
 	sin.sin_port = port;
 	if (bind(u->fd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
 	    getsockname(u->fd, (struct sockaddr *)&sin, &sl) < 0) {
@@ -953,9 +1082,11 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 err:
 	if (u->fd >= 0)
 		close(u->fd);
+	shim_udp_auth_fini(&u->auth);
 	free(u->rbuf);
 	free(u->scratch);
 	free(u->held);
+	free(u->wd_buf);
 	free(u->tx);
 	free(u);
 	return rc;
@@ -1037,7 +1168,9 @@ void shim_udp_close(struct shim_ctx *ctx)
 	free(u->rbuf);
 	free(u->scratch);
 	free(u->held);
+	free(u->wd_buf);
 	free(u->tx);
+	shim_udp_auth_fini(&u->auth);
 	pthread_mutex_destroy(&u->lock);
 	free(u);
 	ctx->udp = NULL;

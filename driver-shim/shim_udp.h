@@ -36,6 +36,31 @@
 #define SHIM_UDP_GSO_BYTES 65000u
 #define SHIM_UDP_GSO_SEGS 64u
 
+/* Links (flows) a context keeps at most: a source beyond it is dropped
+ * (drop_quota) until a link goes. */
+#define SHIM_UDP_MAX_LINKS 16384u
+
+/* ---------------------------------------------------------------------
+ * Datagram authentication (shim_udp_auth.c).
+ */
+#define SHIM_UDP_MAC_BYTES 16u
+struct shim_udp_auth {
+	int mode;            /* SHIM_AUTH_* */
+	uint8_t hdr_key[16]; /* SipHash key of the headers' tag */
+	uint8_t pay_key[16]; /* SipHash key of the payload's digest (FULL) */
+};
+/* Subkeys from the job's secret: 0, -ENOSYS (no libsodium), -EINVAL. */
+int shim_udp_auth_init(struct shim_udp_auth *a, int mode, const uint8_t key[SHIM_AUTH_KEY_BYTES]);
+void shim_udp_auth_fini(struct shim_udp_auth *a);
+/* Set uh->auth and uh->mac over uh, the packet header (DATA, else NULL)
+ * and, FULL, the payload. uh->crc must be final. */
+void shim_udp_auth_seal(const struct shim_udp_auth *a, struct shim_udp_hdr *uh,
+			const struct shim_pkt_hdr *ph, const uint8_t *pay, size_t paylen);
+/* Whether a received datagram's tag is right (constant time) and its
+ * mode ours. */
+bool shim_udp_auth_check(const struct shim_udp_auth *a, const struct shim_udp_hdr *uh,
+			 const struct shim_pkt_hdr *ph, const uint8_t *pay, size_t paylen);
+
 /* Scratch of one batched transmission: a header per packet, its pieces,
  * and one message per run of same-sized datagrams. */
 struct shim_udp_tx {
@@ -93,6 +118,7 @@ struct shim_udp {
 	size_t held_len;
 	struct sockaddr_in held_to;
 	uint8_t *scratch;           /* linearised datagram (faults) */
+	uint8_t *wd_buf;            /* the watchdog's look at an unread datagram */
 	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
 	bool faulty;                /* fault injection configured: datagram by datagram */
 	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
@@ -110,6 +136,10 @@ struct shim_udp {
 	uint32_t rx_hits;
 	bool rx_empty;              /* the last receive call left nothing unread */
 	struct shim_udp_stats st;
+	struct shim_udp_auth auth;  /* the datagrams' MAC */
+	uint32_t nlinks;            /* links of the context (the owner counts) */
+	uint32_t max_links;
+	uint32_t warned;            /* drop reasons already reported (bit per reason) */
 	/* The watchdog (see shim_udp_watchdog): a thread started with the
 	 * first flow.  lock orders it against the send-ring release, link
 	 * creation and fault injection state. */

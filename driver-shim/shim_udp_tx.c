@@ -136,6 +136,9 @@ static void shim_udp_hdr_self(struct shim_udp *u, struct shim_udp_hdr *uh, uint8
 	uh->src_ctx = ctx->rx.ctx;
 	uh->src_unit = ctx->rx.unit;
 	uh->src_mtu = (uint16_t)(u->mtu / SHIM_BLOCK);
+	uh->src_ipv4 = u->ipv4;
+	uh->src_port = u->port;
+	uh->auth = (uint8_t)u->auth.mode; /* before the crc, which covers it */
 }
 
 static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,
@@ -175,6 +178,8 @@ static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp
 		n = 3;
 	}
 	uh->crc = crc;
+	shim_udp_auth_seal(&l->udp->auth, uh, &e->hdr, n == 3 ? iov[2].iov_base : NULL,
+			   n == 3 ? iov[2].iov_len : 0);
 	return n;
 }
 
@@ -341,6 +346,7 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32
 	shim_udp_hdr_fill(l, &uh, type, psn);
 	uh.rhf = mask; /* NACK: more missing; ACK: flags */
 	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
+	shim_udp_auth_seal(&l->udp->auth, &uh, NULL, NULL, 0);
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
 	shim_udp_send(l->udp, &l->to, &iov, 1);
@@ -357,6 +363,7 @@ void shim_udp_send_held(struct shim_udp *u, const struct sockaddr_in *to, uint32
 	uh.dst_nonce = dst_nonce;
 	uh.rhf = SHIM_UDP_ACK_HELD;
 	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
+	shim_udp_auth_seal(&u->auth, &uh, NULL, NULL, 0);
 	shim_udp_send(u, to, &iov, 1);
 }
 

@@ -27,6 +27,15 @@ struct shim_unit_info {
 #define SHIM_WIRE_SHM 1  /* no udp wire at all */
 #define SHIM_WIRE_UDP 2  /* udp to every peer, this host's too (tests) */
 
+/* What the udp wire's per-datagram MAC covers (struct shim_udp_hdr.auth).
+ * OFF: nothing (benchmarks; anyone who can reach the socket can inject).
+ * HEADER: both headers of every datagram, control datagrams whole.
+ * FULL: the payload too.  Keyed by shim_dev_params.auth_key. */
+#define SHIM_AUTH_OFF 0
+#define SHIM_AUTH_HEADER 1
+#define SHIM_AUTH_FULL 2
+#define SHIM_AUTH_KEY_BYTES 32
+
 /* Fault injection on the udp wire, rates in parts per million of the
  * datagrams sent; the same seed gives the same decisions. */
 struct shim_fault {
@@ -52,6 +61,9 @@ struct shim_dev_params {
 	int wire;             /* SHIM_WIRE_AUTO, _SHM (no udp socket) or _UDP (every peer) */
 	char iface[32];       /* interface to bind ("" = first up, not loopback) */
 	struct shim_fault fault; /* injected on transmit, udp only */
+	int auth;             /* SHIM_AUTH_*: the udp wire's MAC */
+	uint8_t auth_key[SHIM_AUTH_KEY_BYTES]; /* the job's secret (auth != OFF) */
+	uint32_t max_links;   /* udp flows per context (0: SHIM_UDP_MAX_LINKS) */
 };
 
 struct shim_dev;  /* opaque: process-wide device handle */

@@ -22,7 +22,7 @@
  * of its send ring relative to the flow's start (psn 0 = first packet).
  */
 #define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
-#define SHIM_UDP_VERSION 3u
+#define SHIM_UDP_VERSION 4u
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
@@ -54,8 +54,14 @@ struct shim_udp_hdr {
 			     * in one datagram (its path MTU): a link sends at
 			     * most min(ours, theirs), SHIM_UDP_SAFE_MTU until it
 			     * heard the peer */
+	uint32_t src_ipv4;  /* the sender's socket address (network order): must
+			     * be the address the datagram came from */
+	uint16_t src_port;
+	uint8_t auth;       /* SHIM_AUTH_*: what mac covers; peers must agree */
+	uint8_t pad;        /* 0 */
+	uint8_t mac[16];    /* SHIM_AUTH_HEADER/FULL: see shim_auth.h; else 0 */
 };
-static_assert(sizeof(struct shim_udp_hdr) == 48, "udp header layout");
+static_assert(sizeof(struct shim_udp_hdr) == 72, "udp header layout");
 
 /* Payload bytes per udp packet for an interface MTU. */
 #define SHIM_UDP_OVERHEAD (28u + sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
@@ -83,6 +89,11 @@ struct shim_udp_stats {
 	uint64_t drop_jkey;     /* another job */
 	uint64_t drop_dest;     /* for an earlier context at this port, a stale sender */
 	uint64_t drop_nomem;    /* no flow could be created */
+	uint64_t drop_mac;      /* not authenticated with the job's secret, or
+				 * another FI_OPX_AUTH mode */
+	uint64_t drop_ident;    /* the header's source disagrees with the address
+				 * it came from, or names another link's peer */
+	uint64_t drop_quota;    /* a new source beyond the context's link cap */
 	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
 	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
 };

@@ -18,7 +18,7 @@ BUILD=${OPX_BUILD:-$REPO/build}
 JOBS=${OPX_JOBS:-$(nproc)}
 [ "$JOBS" -gt 4 ] && JOBS=4
 
-PACKAGES=(libfabric-dev libfabric-bin libibverbs-dev libnuma-dev libcmocka-dev
+PACKAGES=(libfabric-dev libfabric-bin libibverbs-dev libnuma-dev libsodium-dev libcmocka-dev
 	openmpi-bin libopenmpi-dev autoconf automake libtool pkg-config make gcc
 	clang iproute2)
 # Only the test suite needs these: the Debian package build and its checks,

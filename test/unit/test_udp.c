@@ -49,6 +49,10 @@ struct t_pair {
 	struct shim_peer *to_b;
 };
 
+/* The sending context's identity: the udp wire drops a packet whose
+ * header names another sender than its datagram (t_pair_open sets it). */
+static uint16_t t_slid, t_sctx;
+
 static double t_now(void)
 {
 	struct timespec ts;
@@ -75,6 +79,8 @@ static void t_pair_open(struct t_pair *t, const struct shim_fault *fault)
 	assert_int_equal(shim_ctx_open(t->dev, 0, &t->b, NULL, NULL), 0);
 	assert_int_equal(shim_udp_open(t->a, 0, 0), 0);
 	assert_int_equal(shim_udp_open(t->b, 0, 0), 0);
+	t_slid = t->a->rx.lid;
+	t_sctx = t->a->rx.ctx;
 	shim_ctx_addr(t->b, &t->addr_b);
 	assert_int_not_equal(t->addr_b.udp_port, 0);
 	assert_int_equal(t->addr_b.ipv4, htonl(INADDR_LOOPBACK));
@@ -118,6 +124,8 @@ static int t_send_len(struct shim_peer *p, uint32_t seq, uint32_t len)
 	memset(&e->hdr, 0, sizeof(e->hdr));
 	e->hdr.opcode = 1;
 	e->hdr.jkey = T_JKEY;
+	e->hdr.slid = t_slid;
+	e->hdr.sctx = t_sctx;
 	e->hdr.paylen = len;
 	e->hdr.msgid = seq;
 	for (uint32_t i = 0; i < len; i++)
@@ -536,7 +544,8 @@ static void test_udp_fuzz(void **state)
 	shim_udp_stats(t.b, &st1);
 	uint64_t dropped = (st1.drop_len - st0.drop_len) + (st1.drop_magic - st0.drop_magic) +
 			   (st1.drop_crc - st0.drop_crc) + (st1.drop_jkey - st0.drop_jkey) +
-			   (st1.drop_dest - st0.drop_dest);
+			   (st1.drop_dest - st0.drop_dest) + (st1.drop_mac - st0.drop_mac) +
+			   (st1.drop_ident - st0.drop_ident) + (st1.drop_quota - st0.drop_quota);
 	assert_int_equal(dropped, st1.rx_datagrams - st0.rx_datagrams);
 	assert_true(st1.drop_crc > st0.drop_crc);
 	assert_true(dropped > 1000); /* loopback loses none, the socket buffer is 4 MiB */
