@@ -101,8 +101,16 @@ struct opx_params {
 	char *iface;          /* FI_OPX_IFACE: interface of the udp wire, NULL: first up */
 	int peer_timeout;     /* FI_OPX_PEER_TIMEOUT: seconds without an ack before a peer is dead */
 	struct shim_fault fault; /* FI_OPX_FAULT_*: udp fault injection (tests) */
+	int auth;             /* FI_OPX_AUTH: SHIM_AUTH_* of the udp wire */
 };
 extern struct opx_params opx_env;
+
+/* The udp wire's authentication (opx_auth.c): the mode FI_OPX_AUTH asks
+ * for, and the job's secret (false: none found; the wire stays closed
+ * unless the mode is off).  from says where it came from (log). */
+int opx_auth_mode(void);
+const char *opx_auth_mode_name(int mode);
+bool opx_auth_secret(uint8_t key[SHIM_AUTH_KEY_BYTES], const char **from);
 
 /* Where the job key came from, in order of precedence.  Peers must share
  * it: a sender refuses (-FI_EACCES) a receiver with another key. */

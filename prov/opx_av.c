@@ -240,6 +240,12 @@ static int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct s
 	uint16_t port = ntohs(a->udp_port);
 	int rc;
 
+	/* This host (loopback included): the registry knows the endpoint's
+	 * whole address, also the interface address its socket is bound to
+	 * when every peer goes over udp (FI_OPX_WIRE=udp). */
+	if (a->host_id == shim_dev_host_id(dev) && opx_env.wire == SHIM_WIRE_UDP &&
+	    !shim_svc_lookup(dev, port, out))
+		return 0;
 	if (a->host_id != shim_dev_host_id(dev) || opx_env.wire == SHIM_WIRE_UDP) {
 		/* another host: the udp wire reaches host and port as they are,
 		 * and the first exchange tells the rest (opx_av_learn_locked) */

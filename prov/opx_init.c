@@ -191,6 +191,23 @@ static void opx_params_define(void)
 			"Network interface of the udp wire; its IPv4 address goes into the "
 			"endpoint's name and its MTU sizes the datagrams (default: the first "
 			"interface that is up and not loopback, else loopback)");
+	fi_param_define(&opx_prov, "AUTH", FI_PARAM_STRING,
+			"What the MAC of every udp datagram covers: 'header' (both headers, "
+			"control datagrams whole), 'full' (the payload too), 'off' (nothing: "
+			"anyone who reaches the socket can inject; benchmarks only). Keyed by "
+			"the job's secret (AUTH_KEY, else the user's key file mixed with the "
+			"launcher's job secret); every process of a job must use the same mode "
+			"(default: header)");
+	fi_param_define(&opx_prov, "AUTH_KEY", FI_PARAM_STRING,
+			"The udp wire's secret, 16 to 64 bytes in hex, the same in every process "
+			"of the job; replaces the key file (default: unset)");
+	fi_param_define(&opx_prov, "AUTH_KEY_FILE", FI_PARAM_STRING,
+			"The user's udp wire key file: 64 hex digits, mode 0600, owned by the "
+			"user, not a symlink; created with a random key on first use; hosts must "
+			"share it (a shared home does) or get a copy. Mixed with the launcher's "
+			"job secret (OMPI_MCA_orte_precondition_transports, FI_OPX_UUID) where "
+			"one exists (default: $XDG_CONFIG_HOME/opx/auth.key, else "
+			"~/.config/opx/auth.key)");
 	fi_param_define(&opx_prov, "PEER_TIMEOUT", FI_PARAM_INT,
 			"Seconds a udp peer may be silent, or leave sent packets unacknowledged "
 			"without saying it holds them (a live peer that computes or whose ring "
@@ -415,6 +432,30 @@ static long opx_local_ranks(void)
 	return 0;
 }
 
+/* Whether the launcher says every rank of the job runs on this host:
+ * Open MPI (local size = world size), hydra (MPI_LOCALNRANKS = PMI_SIZE),
+ * Slurm (one node). */
+static bool opx_job_all_local(void)
+{
+	static const char *const pairs[][2] = {
+		{"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"},
+		{"MPI_LOCALNRANKS", "PMI_SIZE"},
+	};
+	unsigned long long a, b;
+	const char *s;
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		const char *l = getenv(pairs[i][0]), *w = getenv(pairs[i][1]);
+
+		if (l && w)
+			return opx_parse_u64(l, &a) && opx_parse_u64(w, &b) && a > 0 && a == b;
+	}
+	s = getenv("SLURM_JOB_NUM_NODES");
+	if (!s)
+		s = getenv("SLURM_NNODES");
+	return s && opx_parse_u64(s, &a) && a == 1;
+}
+
 /* More ranks than CPUs: a waiting rank should give its CPU away soon, and
  * a rendezvous should not need both processes running at once (the split
  * copy does).  Only the defaults change: FI_OPX_SPIN_COUNT and
@@ -465,7 +506,13 @@ static void opx_params_wire(struct opx_params *p)
 			p->wire = SHIM_WIRE_UDP;
 		else if (strcmp(w, "auto"))
 			OPX_WARN(FI_LOG_CORE, "FI_OPX_WIRE=\"%s\" is not auto, shm or udp: auto\n", w);
+	} else if (opx_job_all_local()) {
+		/* No socket where no peer can be: a socket is a door. */
+		p->wire = SHIM_WIRE_SHM;
+		OPX_INFO(FI_LOG_CORE, "the launcher says every rank of the job is on this host: "
+				      "no udp socket (FI_OPX_WIRE=auto opens one)\n");
 	}
+	p->auth = opx_auth_mode();
 	p->iface = NULL;
 	if (fi_param_get_str(&opx_prov, "IFACE", &p->iface) || (p->iface && !*p->iface))
 		p->iface = NULL;
@@ -687,6 +734,36 @@ static void opx_shim_warn(const char *msg)
 	OPX_WARN(FI_LOG_CORE, "%s\n", msg);
 }
 
+/* The udp wire's secret, when it may be opened: without one (and with a
+ * MAC asked for) the wire stays closed, so nothing unauthenticated is
+ * ever accepted. */
+static void opx_dev_params_auth(struct shim_dev_params *dp)
+{
+	static _Atomic int said;
+	const char *from = NULL;
+
+	if (dp->wire == SHIM_WIRE_SHM)
+		return;
+	if (dp->auth == SHIM_AUTH_OFF) {
+		if (!atomic_exchange(&said, 1))
+			OPX_WARN(FI_LOG_CORE,
+				 "FI_OPX_AUTH=off: the udp wire accepts datagrams from anyone who can "
+				 "reach its socket (benchmarks only)\n");
+		return;
+	}
+	if (!opx_auth_secret(dp->auth_key, &from)) {
+		if (!atomic_exchange(&said, 1))
+			OPX_WARN(FI_LOG_CORE,
+				 "no udp wire secret (FI_OPX_AUTH_KEY, the key file FI_OPX_AUTH_KEY_FILE, "
+				 "a launcher's job secret): no udp wire, this host's peers only\n");
+		dp->wire = SHIM_WIRE_SHM;
+		return;
+	}
+	if (!atomic_exchange(&said, 1))
+		OPX_INFO(FI_LOG_CORE, "udp wire: FI_OPX_AUTH=%s, secret from %s\n",
+			 opx_auth_mode_name(dp->auth), from);
+}
+
 /* Device parameters as the shim wants them, from the validated opx_env. */
 static void opx_dev_params(struct shim_dev_params *dp)
 {
@@ -703,6 +780,8 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	if (opx_env.iface)
 		snprintf(dp->iface, sizeof(dp->iface), "%s", opx_env.iface);
 	dp->fault = opx_env.fault;
+	dp->auth = opx_env.auth;
+	opx_dev_params_auth(dp);
 }
 
 /* Open the process-wide device with opx_env's parameters.  Shared with

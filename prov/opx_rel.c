@@ -630,11 +630,13 @@ void opx_rel_fini(struct opx_ep *ep)
 			 ", nacks %" PRIu64 ", retransmits %" PRIu64 ", timeouts %" PRIu64
 			 ", duplicates %" PRIu64 ", out of order %" PRIu64 ", beyond window %" PRIu64
 			 ", dead peers %" PRIu64 "; dropped: length %" PRIu64 ", magic %" PRIu64
-			 ", crc %" PRIu64 ", job key %" PRIu64 ", session %" PRIu64 "\n",
+			 ", crc %" PRIu64 ", job key %" PRIu64 ", session %" PRIu64 ", mac %" PRIu64
+			 ", identity %" PRIu64 ", quota %" PRIu64 "\n",
 			 st.rx_datagrams, st.tx_datagrams, ep->rel.acks_sent, ep->rel.nacks_sent,
 			 ep->rel.retransmits, ep->rel.timeouts, ep->rel.dups, ep->rel.stashed,
 			 ep->rel.beyond_window, ep->rel.peers_dead, st.drop_len, st.drop_magic,
-			 st.drop_crc, st.drop_jkey, st.drop_dest);
+			 st.drop_crc, st.drop_jkey, st.drop_dest, st.drop_mac, st.drop_ident,
+			 st.drop_quota);
 	}
 	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p)) {
 		struct opx_rel_flow *f = p->rel;

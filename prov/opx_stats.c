@@ -163,6 +163,30 @@ static void opx_stats_json_hist(FILE *f, const char *key, const uint64_t *h)
 	fprintf(f, "]");
 }
 
+/* The udp wire's datagram drops by reason (shim_udp_stats): name and
+ * count, in one table for the JSON record and the stderr report. */
+static unsigned int opx_stats_wire_drops(const struct opx_ep *ep, const char **names,
+					 uint64_t *counts)
+{
+	struct shim_udp_stats w;
+	unsigned int n = 0;
+
+	shim_udp_stats(ep->shim, &w);
+#define OPX_WIRE_DROP(name, field) (names[n] = (name), counts[n++] = w.field)
+	OPX_WIRE_DROP("length", drop_len);
+	OPX_WIRE_DROP("magic", drop_magic);
+	OPX_WIRE_DROP("crc", drop_crc);
+	OPX_WIRE_DROP("mac", drop_mac);
+	OPX_WIRE_DROP("identity", drop_ident);
+	OPX_WIRE_DROP("job_key", drop_jkey);
+	OPX_WIRE_DROP("session", drop_dest);
+	OPX_WIRE_DROP("quota", drop_quota);
+	OPX_WIRE_DROP("no_memory", drop_nomem);
+#undef OPX_WIRE_DROP
+	return n;
+}
+#define OPX_WIRE_DROP_REASONS 9
+
 /* One endpoint as a JSON object. */
 static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx_stats *st)
 {
@@ -185,8 +209,19 @@ static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx
 		fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "",
 			opx_drop_name((enum opx_drop_reason)i), st->drops[i]);
 	fprintf(f, "}, \"retransmits\": %" PRIu64 ", \"duplicates\": %" PRIu64
-		", \"nacks\": %" PRIu64 ", \"peer_timeouts\": %" PRIu64 "}",
+		", \"nacks\": %" PRIu64 ", \"peer_timeouts\": %" PRIu64,
 		st->retransmits, st->duplicates, st->nacks, st->peer_timeouts);
+	if (ep->udp) {
+		const char *names[OPX_WIRE_DROP_REASONS];
+		uint64_t counts[OPX_WIRE_DROP_REASONS];
+		unsigned int n = opx_stats_wire_drops(ep, names, counts);
+
+		fprintf(f, ", \"wire_drops\": {");
+		for (i = 0; i < n; i++)
+			fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", names[i], counts[i]);
+		fprintf(f, "}");
+	}
+	fprintf(f, "}");
 }
 
 static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
@@ -213,6 +248,22 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 			"  udp wire: retransmits %" PRIu64 ", duplicates %" PRIu64 ", nacks %" PRIu64
 			", timeouts %" PRIu64 ", dead peers %" PRIu64 "\n",
 			st->retransmits, st->duplicates, st->nacks, ep->rel.timeouts, st->peer_timeouts);
+	if (ep->udp) {
+		const char *names[OPX_WIRE_DROP_REASONS];
+		uint64_t counts[OPX_WIRE_DROP_REASONS];
+		unsigned int n = opx_stats_wire_drops(ep, names, counts);
+		bool any = false;
+
+		for (unsigned int k = 0; k < n; k++) {
+			if (!counts[k])
+				continue;
+			fprintf(stderr, "%s%s %" PRIu64, any ? ", " : "  udp datagrams dropped: ",
+				names[k], counts[k]);
+			any = true;
+		}
+		if (any)
+			fprintf(stderr, "\n");
+	}
 }
 
 /* Append this endpoint to the process's record and rewrite the file. */

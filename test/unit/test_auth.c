@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: BSD-2-Clause */
+/*
+ * test_auth.c - the udp wire's authentication with the provider (issue
+ * 28), FI_OPX_WIRE=udp on loopback, peers in other processes:
+ *  - the user's key file is created on first use, mode 0600, 64 hex
+ *    digits, under XDG_CONFIG_HOME (a directory this test makes);
+ *  - a peer with the same secret talks (data checked), in every mode;
+ *  - attackers who know the wire but not the secret (a process with
+ *    another FI_OPX_AUTH_KEY, one with FI_OPX_AUTH=off, one whose key
+ *    file is another user's secret) send tagged messages at a victim
+ *    that has a wildcard receive and a receive directed at its good
+ *    peer posted: nothing completes, every datagram is counted as
+ *    unauthenticated, and the good peer's messages then complete in
+ *    those very receives with its data.
+ * Every loop is bounded in count and time.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "opx_ep.h"
+#include "shim_udp_wire.h"
+
+#define TA_WAIT_MS 20000u
+#define TA_TAG_ECHO 0x77u
+#define TA_TAG_ANY 0x1000u  /* the victim's wildcard receive */
+#define TA_TAG_DIR 0x2000u  /* the victim's receive directed at its good peer */
+#define TA_ATTACKS 20u      /* messages each attacker sends */
+#define TA_QUIET_MS 1500u   /* the victim watches for forged completions */
+
+static char ta_dir[64];
+
+static uint8_t ta_pat(unsigned seed, size_t i)
+{
+	return (uint8_t)(seed * 131u + i * 7u + 3u);
+}
+
+/* Child "echo": tell the parent our name, echo TA_TAG_ECHO messages. */
+static void ta_child_echo(int wfd)
+{
+	static uint8_t buf[1 << 18];
+	struct fx_env e;
+	char name[64];
+	size_t len = sizeof(name);
+	uint64_t end = fx_now_ms() + 30000;
+
+	if (fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED) ||
+	    fi_getname(&e.ep->fid, name, &len) || write(wfd, name, len) != (ssize_t)len)
+		_exit(2);
+	while (fx_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+		fi_addr_t from;
+
+		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TA_TAG_ECHO, 0xff00u,
+			     buf))
+			_exit(3);
+		for (;;) {
+			ssize_t n = fi_cq_readfrom(e.cq, &ent, 1, &from);
+
+			if (n == 1 && ent.op_context == buf)
+				break;
+			if (fx_now_ms() > end)
+				_exit(0);
+		}
+		if (from == FI_ADDR_NOTAVAIL && fi_av_insert(e.av, buf, 1, &from, 0, NULL) != 1)
+			_exit(4);
+		/* answer on the high bits of the tag it came with (0: the echo
+		 * tag): the parent chooses which of its receives gets it */
+		while (fi_tsend(e.ep, buf + 32, ent.len - 32, NULL, from,
+				(ent.tag & 0xff00u) ? (ent.tag & 0xff00u) : TA_TAG_ECHO, buf) ==
+		       -FI_EAGAIN)
+			fi_cq_read(e.cq, NULL, 0);
+		if (fx_cq_wait(e.cq, buf, TA_WAIT_MS, NULL))
+			_exit(5);
+	}
+	_exit(0);
+}
+
+/* Child "send": send TA_ATTACKS messages of each tag in argv to the
+ * victim named on the pipe, then progress until its sends have
+ * completed (in error: nobody acknowledges them) or 10 s passed. */
+static void ta_child_send(int rfd, int wfd)
+{
+	static uint8_t msg[256];
+	char victim[64];
+	struct fx_env e;
+	fi_addr_t to;
+	uint64_t end;
+	unsigned done = 0;
+
+	if (read(rfd, victim, sizeof(victim)) <= 0 ||
+	    fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED) ||
+	    fi_av_insert(e.av, victim, 1, &to, 0, NULL) != 1)
+		_exit(2);
+	if (write(wfd, "s", 1) != 1)
+		_exit(2);
+	memset(msg, 0xee, sizeof(msg)); /* foreign bytes */
+	for (unsigned i = 0; i < 2 * TA_ATTACKS; i++) {
+		uint64_t tag = i % 2 ? TA_TAG_DIR : TA_TAG_ANY;
+
+		end = fx_now_ms() + 5000;
+		while (fi_tsend(e.ep, msg, sizeof(msg), NULL, to, tag, NULL) == -FI_EAGAIN &&
+		       fx_now_ms() < end)
+			fi_cq_read(e.cq, NULL, 0);
+	}
+	end = fx_now_ms() + 10000;
+	while (done < 2 * TA_ATTACKS && fx_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+		struct fi_cq_err_entry err;
+
+		if (fi_cq_read(e.cq, &ent, 1) == 1)
+			done++;
+		else if (fi_cq_readerr(e.cq, &err, 0) == 1)
+			done++;
+	}
+	_exit(0);
+}
+
+/* A child in mode "echo" that sends us its name. */
+static pid_t ta_spawn_echo(void *name, size_t name_len)
+{
+	int up[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(up), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char w[16];
+
+		close(up[0]);
+		snprintf(w, sizeof(w), "%d", up[1]);
+		execl("/proc/self/exe", "test_auth", "echo", "-1", w, (char *)NULL);
+		_exit(127);
+	}
+	close(up[1]);
+	assert_int_equal(read(up[0], name, name_len), (ssize_t)name_len);
+	close(up[0]);
+	return pid;
+}
+
+static void ta_reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+static void ta_udp_stats(struct fx_env *e, struct shim_udp_stats *st)
+{
+	struct opx_ep *ep = OPX_CONTAINER_OF(e->ep, struct opx_ep, ep_fid);
+
+	shim_udp_stats(ep->shim, st);
+}
+
+/* The key file: created by the first endpoint of this process. */
+static void test_auth_key_file(void **state)
+{
+	char path[128], text[128];
+	struct stat st;
+	struct fx_env e;
+	ssize_t n;
+	int fd;
+
+	(void)state;
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	snprintf(path, sizeof(path), "%s/opx/auth.key", ta_dir);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(st.st_uid, geteuid());
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	assert_int_equal(n, 65);
+	text[n] = '\0';
+	assert_int_equal(strspn(text, "0123456789abcdef"), 64);
+	fx_close(&e);
+}
+
+/* Echo len bytes through the peer, data checked. */
+static void ta_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
+{
+	uint8_t *out = malloc(len + 32), *back = malloc(len);
+	size_t nl = 32;
+
+	assert_non_null(out);
+	assert_non_null(back);
+	assert_int_equal(fi_getname(&e->ep->fid, out, &nl), 0);
+	for (size_t i = 0; i < len; i++)
+		out[32 + i] = ta_pat(seed, i);
+	memset(back, 0, len);
+	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, TA_TAG_ECHO, 0, back), 0);
+	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, TA_TAG_ECHO, out), 0);
+	assert_int_equal(fx_cq_wait(e->cq, out, TA_WAIT_MS, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, back, TA_WAIT_MS, NULL), 0);
+	for (size_t i = 0; i < len; i++)
+		if (back[i] != ta_pat(seed, i))
+			fail_msg("echo of %zu bytes differs at %zu", len, i);
+	free(out);
+	free(back);
+}
+
+/* The same secret talks, eager and rendezvous. */
+static void test_auth_same_secret(void **state)
+{
+	struct shim_addr name;
+	struct fx_env e;
+	fi_addr_t peer;
+	pid_t pid;
+
+	(void)state;
+	pid = ta_spawn_echo(&name, sizeof(name));
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
+	ta_echo(&e, peer, 64, 1);
+	ta_echo(&e, peer, 200000, 2);
+	ta_reap(pid);
+	fx_close(&e);
+}
+
+/* One attacker: a child with env sends forged messages at e; nothing
+ * completes in e's posted receives, its datagrams are counted as
+ * unauthenticated. */
+static void ta_attack(struct fx_env *e, char *const *env)
+{
+	struct shim_udp_stats st0, st1;
+	char name[64], c;
+	size_t nl = sizeof(name);
+	int to_child, up;
+
+	uint64_t end;
+	pid_t pid;
+
+	assert_int_equal(fi_getname(&e->ep->fid, name, &nl), 0);
+	ta_udp_stats(e, &st0);
+	{
+		int upp[2], down[2];
+
+		assert_int_equal(pipe(upp), 0);
+		assert_int_equal(pipe(down), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			char r[16], w[16];
+
+			close(upp[0]);
+			close(down[1]);
+			for (char *const *v = env; v && *v; v++)
+				putenv(*v);
+			snprintf(r, sizeof(r), "%d", down[0]);
+			snprintf(w, sizeof(w), "%d", upp[1]);
+			execl("/proc/self/exe", "test_auth", "send", r, w, (char *)NULL);
+			_exit(127);
+		}
+		close(upp[1]);
+		close(down[0]);
+		to_child = down[1];
+		up = upp[0];
+	}
+	assert_int_equal(write(to_child, name, nl), (ssize_t)nl);
+	assert_int_equal(read(up, &c, 1), 1); /* it knows us: it sends now */
+	/* until the child is done, then a little longer: no completion */
+	end = fx_now_ms() + TA_WAIT_MS;
+	for (;;) {
+		struct fi_cq_tagged_entry ent;
+		int st;
+
+		if (fi_cq_read(e->cq, &ent, 1) == 1)
+			fail_msg("a forged message completed (tag 0x%llx, %zu bytes)",
+				 (unsigned long long)ent.tag, ent.len);
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+			break;
+		}
+		assert_true(fx_now_ms() < end);
+	}
+	end = fx_now_ms() + TA_QUIET_MS;
+	while (fx_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+
+		if (fi_cq_read(e->cq, &ent, 1) == 1)
+			fail_msg("a forged message completed late (tag 0x%llx)",
+				 (unsigned long long)ent.tag);
+	}
+	close(to_child);
+	close(up);
+	ta_udp_stats(e, &st1);
+	print_message("attacker %s: %llu datagrams refused as unauthenticated\n",
+		      env && env[0] ? env[0] : "",
+		      (unsigned long long)(st1.drop_mac - st0.drop_mac));
+	assert_true(st1.drop_mac - st0.drop_mac >= TA_ATTACKS);
+	assert_int_equal(st1.drop_jkey, st0.drop_jkey);
+}
+
+/* Have the good echo peer send 100 pattern bytes on tag: they must
+ * complete the receive posted with buf as its context. */
+static void ta_via_good(struct fx_env *e, fi_addr_t good, uint64_t tag, uint8_t *buf,
+			unsigned seed)
+{
+	struct fi_cq_tagged_entry ent;
+	uint8_t msg[32 + 100];
+	size_t nl = 32;
+
+	assert_int_equal(fi_getname(&e->ep->fid, msg, &nl), 0);
+	for (size_t i = 0; i < 100; i++)
+		msg[32 + i] = ta_pat(seed, i);
+	assert_int_equal(fi_tsend(e->ep, msg, sizeof(msg), NULL, good, tag | TA_TAG_ECHO, msg), 0);
+	assert_int_equal(fx_cq_wait(e->cq, msg, TA_WAIT_MS, NULL), 0);
+	assert_int_equal(fx_cq_wait(e->cq, buf, TA_WAIT_MS, &ent), 0);
+	assert_int_equal(ent.len, 100);
+	assert_int_equal(ent.tag, tag);
+	for (size_t i = 0; i < 100; i++)
+		assert_int_equal(buf[i], ta_pat(seed, i));
+}
+
+/* Attackers with another secret, with no MAC, with another user's key
+ * file: refused while a wildcard and a directed receive wait; then the
+ * good peer's messages complete in them, data intact. */
+static void test_auth_forged_messages(void **state)
+{
+	static char *other_key[] = {
+		"FI_OPX_AUTH_KEY=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f",
+		NULL};
+	static char *no_mac[] = {"FI_OPX_AUTH=off", NULL};
+	static char other_file[160];
+	static char *other_user[] = {other_file, NULL};
+	static uint8_t any[256], dir[256];
+	struct shim_addr name;
+	struct fx_env e;
+	fi_addr_t good;
+	pid_t pid;
+	int fd;
+
+	(void)state;
+	pid = ta_spawn_echo(&name, sizeof(name));
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e.av, &name, 1, &good, 0, NULL), 1);
+	ta_echo(&e, good, 64, 3); /* the good peer is known and talking */
+	assert_int_equal(fi_trecv(e.ep, any, sizeof(any), NULL, FI_ADDR_UNSPEC, TA_TAG_ANY, 0, any),
+			 0);
+	assert_int_equal(fi_trecv(e.ep, dir, sizeof(dir), NULL, good, TA_TAG_DIR, 0, dir), 0);
+
+	ta_attack(&e, other_key);
+	ta_attack(&e, no_mac);
+	/* a key file of its own (another user's secret) */
+	snprintf(other_file, sizeof(other_file), "FI_OPX_AUTH_KEY_FILE=%s/other.key", ta_dir);
+	fd = open(other_file + strlen("FI_OPX_AUTH_KEY_FILE="), O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(
+		write(fd, "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n", 65), 65);
+	close(fd);
+	ta_attack(&e, other_user);
+
+	/* the good peer: its messages land in those very receives */
+	ta_via_good(&e, good, TA_TAG_ANY, any, 9);
+	ta_via_good(&e, good, TA_TAG_DIR, dir, 10);
+	ta_reap(pid);
+	fx_close(&e);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_auth_key_file),
+		cmocka_unit_test(test_auth_same_secret),
+		cmocka_unit_test(test_auth_forged_messages),
+	};
+	int rc;
+
+	if (argc == 4 && !strcmp(argv[1], "echo"))
+		ta_child_echo(atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "send"))
+		ta_child_send(atoi(argv[2]), atoi(argv[3]));
+	/* before the provider reads its parameters; the key file goes to a
+	 * directory of this run's own */
+	snprintf(ta_dir, sizeof(ta_dir), "/tmp/opx-auth.XXXXXX");
+	if (!mkdtemp(ta_dir))
+		return 1;
+	setenv("XDG_CONFIG_HOME", ta_dir, 1);
+	unsetenv("FI_OPX_AUTH_KEY");
+	unsetenv("FI_OPX_AUTH_KEY_FILE");
+	unsetenv("FI_OPX_AUTH");
+	unsetenv("OMPI_MCA_orte_precondition_transports");
+	setenv("FI_OPX_WIRE", "udp", 1);
+	setenv("FI_OPX_IFACE", "lo", 1);
+	setenv("FI_OPX_PEER_TIMEOUT", "1", 1);
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	{
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ta_dir);
+		if (system(cmd))
+			rc = rc ? rc : 1;
+	}
+	return rc;
+}
