@@ -42,6 +42,8 @@ struct fi_provider *fi_prov_ini(void);
 #define OPX_MR_CNT 65536
 #define OPX_MR_KEY_SIZE 8
 #define OPX_PROTO_VERSION 1
+/* fi_endpoint(3): an order size of -1 guarantees ordering for any size. */
+#define OPX_ORDER_SIZE SIZE_MAX
 
 /* fi_getinfo(3): primary caps must be asked for explicitly; secondary
  * caps may be reported unasked when they cost nothing. */
@@ -121,10 +123,12 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 	fi->ep_attr->protocol_version = OPX_PROTO_VERSION;
 	fi->ep_attr->max_msg_size = opx_env.max_msg_size;
 	fi->ep_attr->msg_prefix_size = 0;
-	/* No RMA or atomics: no RAW/WAR/WAW data ordering to size. */
-	fi->ep_attr->max_order_raw_size = 0;
-	fi->ep_attr->max_order_war_size = 0;
-	fi->ep_attr->max_order_waw_size = 0;
+	/* msg_order offers RAW/WAR/WAW: one-sided operations to a target run
+	 * there in posting order whatever their size (opx_rma.c), so the
+	 * data ordering holds for any size: -1 in fi_endpoint(3). */
+	fi->ep_attr->max_order_raw_size = OPX_ORDER_SIZE;
+	fi->ep_attr->max_order_war_size = OPX_ORDER_SIZE;
+	fi->ep_attr->max_order_waw_size = OPX_ORDER_SIZE;
 	fi->ep_attr->mem_tag_format = OPX_MEM_TAG_FORMAT;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
@@ -225,9 +229,12 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 		OPX_NOMATCH("ep_attr.protocol_version %u\n", h->protocol_version);
 	if (!opx_check_max("ep_attr.max_msg_size", h->max_msg_size, t->max_msg_size) ||
 	    !opx_check_max("ep_attr.msg_prefix_size", h->msg_prefix_size, 0) ||
-	    !opx_check_max("ep_attr.max_order_raw_size", h->max_order_raw_size, 0) ||
-	    !opx_check_max("ep_attr.max_order_war_size", h->max_order_war_size, 0) ||
-	    !opx_check_max("ep_attr.max_order_waw_size", h->max_order_waw_size, 0) ||
+	    !opx_check_max("ep_attr.max_order_raw_size", h->max_order_raw_size,
+			   t->max_order_raw_size) ||
+	    !opx_check_max("ep_attr.max_order_war_size", h->max_order_war_size,
+			   t->max_order_war_size) ||
+	    !opx_check_max("ep_attr.max_order_waw_size", h->max_order_waw_size,
+			   t->max_order_waw_size) ||
 	    !opx_check_max("ep_attr.tx_ctx_cnt", h->tx_ctx_cnt, 1) ||
 	    !opx_check_max("ep_attr.rx_ctx_cnt", h->rx_ctx_cnt, 1) ||
 	    !opx_check_max("ep_attr.auth_key_size", h->auth_key_size, 0))

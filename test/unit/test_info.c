@@ -440,6 +440,56 @@ static void test_hint_mr_mode(void **state)
 	fi_freeinfo(h);
 }
 
+/* Issue 31 item 1: msg_order offers FI_ORDER_RAW/WAR/WAW, so the
+ * matching ep_attr->max_order_*_size says up to what size that holds:
+ * one-sided operations to a target run in posting order whatever their
+ * size (opx_rma.c), so any size, -1 per fi_endpoint(3).  The fabtests
+ * getinfo_{raw,war,waw}_ordering1/2 checks: with caps FI_RMA and the
+ * order asked, the size is > 0; a size asked in the hints is met (the
+ * returned size is at least the hint) or the call fails. */
+static size_t *order_size(struct fi_ep_attr *ep, int i)
+{
+	return i == 0 ? &ep->max_order_raw_size
+		      : i == 1 ? &ep->max_order_war_size : &ep->max_order_waw_size;
+}
+
+static void test_hint_order_sizes(void **state)
+{
+	(void)state;
+	static const uint64_t orders[] = {FI_ORDER_RAW, FI_ORDER_WAR, FI_ORDER_WAW};
+	static const size_t asked[] = {1, 4096, (size_t)1 << 30, SIZE_MAX};
+	struct fi_info *fi = NULL;
+	int i;
+
+	assert_int_equal(getinfo(NULL, &fi), 0);
+	for (i = 0; i < 3; i++) {
+		assert_true(fi->tx_attr->msg_order & orders[i]);
+		assert_true(*order_size(fi->ep_attr, i) == SIZE_MAX);
+	}
+	fi_freeinfo(fi);
+
+	for (i = 0; i < 3; i++) {
+		struct fi_info *h = hints_new();
+		size_t k;
+
+		h->caps = FI_RMA;
+		h->tx_attr->msg_order = orders[i];
+		h->rx_attr->msg_order = orders[i];
+		assert_int_equal(getinfo(h, &fi), 0);
+		assert_true(fi->tx_attr->msg_order & orders[i]);
+		assert_true(*order_size(fi->ep_attr, i) > 0);
+		fi_freeinfo(fi);
+		for (k = 0; k < sizeof(asked) / sizeof(asked[0]); k++) {
+			*order_size(h->ep_attr, i) = asked[k];
+			fi = NULL;
+			assert_int_equal(getinfo(h, &fi), 0);
+			assert_true(*order_size(fi->ep_attr, i) >= asked[k]);
+			fi_freeinfo(fi);
+		}
+		fi_freeinfo(h);
+	}
+}
+
 /* Issue 10 items 1-2: node and service are resolved, src_addr is always
  * returned (format and length known before an endpoint exists), a
  * src_addr in hints is honoured, an unresolvable node is -FI_ENODATA. */
@@ -1005,6 +1055,7 @@ int main(void)
 		cmocka_unit_test(test_hint_ompi_mtl),
 		cmocka_unit_test(test_hint_names_match),
 		cmocka_unit_test(test_hint_mr_mode),
+		cmocka_unit_test(test_hint_order_sizes),
 		cmocka_unit_test(test_node_service),
 		cmocka_unit_test(test_service_claim_resolve),
 		cmocka_unit_test(test_fabric_open_close),
