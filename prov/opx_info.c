@@ -581,13 +581,17 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 
 	if (!info)
 		return -FI_EINVAL;
-	if (FI_MAJOR(version) != FI_MAJOR(OPX_FI_VERSION) || version > OPX_FI_VERSION) {
+	*info = NULL;
+	/* Like the core (which skips a provider whose fi_version is older
+	 * than asked) and its util providers: any version up to ours is
+	 * served, 0.0 included - MPICH's ch4:ofi asks with FI_VERSION(0, 0)
+	 * first.  Versions before 1.5 get the old mr_mode (opx_info_build). */
+	if (FI_VERSION_LT(OPX_FI_VERSION, version)) {
 		OPX_INFO(FI_LOG_CORE, "API version %u.%u is not supported (opx implements %u.%u)\n",
 			 FI_MAJOR(version), FI_MINOR(version), FI_MAJOR(OPX_FI_VERSION),
 			 FI_MINOR(OPX_FI_VERSION));
 		return -FI_ENODATA;
 	}
-	*info = NULL;
 	fi_prov_ini();
 
 	ret = opx_info_probe(&unit, &host_id);

@@ -490,6 +490,42 @@ static void test_hint_order_sizes(void **state)
 	}
 }
 
+/* Issue 31 item 4: MPICH's ch4:ofi first asks with FI_VERSION(0, 0); the
+ * libfabric core passes it through and util providers (tcp, shm) answer
+ * it like any version up to their own.  Only a newer API is refused. */
+static void test_getinfo_version_zero(void **state)
+{
+	(void)state;
+	struct fi_info *h = hints_new(), *fi = NULL;
+
+	assert_int_equal(getinfo_v(FI_VERSION(0, 0), NULL, &fi), 0);
+	assert_non_null(fi);
+	assert_int_equal(fi->fabric_attr->api_version, FI_VERSION(0, 0));
+	/* an API older than 1.5: an old-style memory registration mode */
+	assert_int_equal(fi->domain_attr->mr_mode, FI_MR_SCALABLE);
+	fi_freeinfo(fi);
+
+	h->caps = FI_TAGGED;
+	h->ep_attr->type = FI_EP_RDM;
+	fi = NULL;
+	assert_int_equal(getinfo_v(FI_VERSION(0, 0), h, &fi), 0);
+	assert_non_null(fi);
+	assert_true(fi->caps & FI_TAGGED);
+	fi_freeinfo(fi);
+	fi = NULL;
+	assert_int_equal(getinfo_v(FI_VERSION(1, 0), h, &fi), 0);
+	fi_freeinfo(fi);
+
+	/* newer than the provider implements: no match */
+	fi = (struct fi_info *)(uintptr_t)0x1;
+	assert_int_equal(getinfo_v(FI_VERSION(1, 18), h, &fi), -FI_ENODATA);
+	assert_null(fi);
+	fi = (struct fi_info *)(uintptr_t)0x1;
+	assert_int_equal(getinfo_v(FI_VERSION(2, 0), h, &fi), -FI_ENODATA);
+	assert_null(fi);
+	fi_freeinfo(h);
+}
+
 /* Issue 10 items 1-2: node and service are resolved, src_addr is always
  * returned (format and length known before an endpoint exists), a
  * src_addr in hints is honoured, an unresolvable node is -FI_ENODATA. */
@@ -1056,6 +1092,7 @@ int main(void)
 		cmocka_unit_test(test_hint_names_match),
 		cmocka_unit_test(test_hint_mr_mode),
 		cmocka_unit_test(test_hint_order_sizes),
+		cmocka_unit_test(test_getinfo_version_zero),
 		cmocka_unit_test(test_node_service),
 		cmocka_unit_test(test_service_claim_resolve),
 		cmocka_unit_test(test_fabric_open_close),
