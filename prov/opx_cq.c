@@ -23,6 +23,7 @@
  * of fi_cq_tagged_entry.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,8 @@
 /* attr->size is a hint; the ring grows anyway, so a huge hint is not
  * allowed to pin memory up front. */
 #define OPX_CQ_MAX_INIT_SIZE (1u << 20)
-#define OPX_CQ_ERR_DATA_MAX 96
+/* Provider data of an error entry: only FI_SOURCE_ERR's address. */
+#define OPX_CQ_ERR_DATA_MAX sizeof(struct shim_addr)
 
 static_assert(offsetof(struct fi_cq_tagged_entry, op_context) == 0, "format prefix");
 static_assert(offsetof(struct fi_cq_msg_entry, len) == offsetof(struct fi_cq_tagged_entry, len),
@@ -46,8 +48,9 @@ static_assert(offsetof(struct fi_cq_msg_entry, len) == offsetof(struct fi_cq_tag
 static_assert(offsetof(struct fi_cq_data_entry, data) == offsetof(struct fi_cq_tagged_entry, data),
 	      "format prefix");
 
-/* An error with its ring position and its provider-specific data: a
- * short text, which is what fi_cq_strerror formats. */
+/* An error with its ring position and its provider-specific data, if
+ * any (err.e.err_data_size bytes; 0 for most errors, whose err and
+ * prov_errno say all there is). */
 struct opx_cq_err_node {
 	struct opx_cq_err err;
 	uint64_t seq;
@@ -176,7 +179,6 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 			     int prov_errno, fi_addr_t src)
 {
 	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
-	int n;
 
 	if (!en) {
 		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
@@ -195,10 +197,10 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 	en->err.e.err = err;
 	en->err.e.prov_errno = prov_errno;
 	en->err.src = src;
-	n = snprintf(en->data, sizeof(en->data), "opx: %s (prov_errno %d)", fi_strerror(err),
-		     prov_errno);
-	en->err.e.err_data = en->data;
-	en->err.e.err_data_size = n < 0 ? 0 : strnlen(en->data, sizeof(en->data) - 1) + 1;
+	/* No provider data: readerr must then leave the caller's err_data
+	 * buffer alone (fi_cq_strerror works from prov_errno). */
+	en->err.e.err_data = NULL;
+	en->err.e.err_data_size = 0;
 	en->seq = cq->tail;
 	opx_list_insert_tail(&cq->err_list, &en->err.link);
 	return 0;
@@ -210,7 +212,7 @@ int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t f
 {
 	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
 
-	static_assert(sizeof(*addr) < OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
+	static_assert(sizeof(*addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
 	if (!en) {
 		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
 		return -FI_ENOMEM;
@@ -329,6 +331,18 @@ static ssize_t opx_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 	return opx_cq_readfrom(cq_fid, buf, count, NULL);
 }
 
+/* Move an entry's provider data, if any, to the CQ's buffer, which stays
+ * valid until the next read of the CQ (the entry itself is freed). */
+static void opx_cq_err_data_own(struct opx_cq_priv *priv, struct opx_cq_err_node *en)
+{
+	if (!en->err.e.err_data_size) {
+		en->err.e.err_data = NULL;
+		return;
+	}
+	memcpy(priv->err_data, en->data, en->err.e.err_data_size);
+	en->err.e.err_data = priv->err_data;
+}
+
 static ssize_t opx_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf, uint64_t flags)
 {
 	struct opx_cq_err_node *en;
@@ -352,10 +366,20 @@ static ssize_t opx_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf
 
 	if (FI_VERSION_LT(priv->api_version, FI_VERSION(1, 5))) {
 		/* The 1.0 entry ends before err_data_size, and err_data
-		 * always points to provider memory. */
-		memcpy(priv->err_data, en->data, sizeof(priv->err_data));
-		en->err.e.err_data = priv->err_data;
+		 * always points to provider memory (NULL: no data). */
+		opx_cq_err_data_own(priv, en);
 		memcpy(buf, &en->err.e, offsetof(struct fi_cq_err_entry, err_data_size));
+	} else if (!en->err.e.err_data_size) {
+		/* No provider data (cancel, peek miss, truncation, ...): the
+		 * caller's buffer is not touched whatever err_data_size says -
+		 * it may be an uninitialised entry - and err_data_size says
+		 * nothing was copied.  With size 0 there is nothing to point
+		 * to either. */
+		void *user = buf->err_data_size ? buf->err_data : NULL;
+
+		*buf = en->err.e;
+		buf->err_data = user;
+		buf->err_data_size = 0;
 	} else if (buf->err_data_size && buf->err_data) {
 		void *user = buf->err_data;
 		size_t n = buf->err_data_size < en->err.e.err_data_size ? buf->err_data_size
@@ -371,9 +395,8 @@ static ssize_t opx_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf
 		 * reused for the next readerr (of this or another CQ) then
 		 * again asks for provider memory instead of handing back our
 		 * buffer as if it were the caller's. */
-		memcpy(priv->err_data, en->data, sizeof(priv->err_data));
+		opx_cq_err_data_own(priv, en);
 		*buf = en->err.e;
-		buf->err_data = priv->err_data;
 		buf->err_data_size = 0;
 	}
 	opx_lock_release(&cq->domain->lock);
@@ -461,18 +484,21 @@ static int opx_cq_signal(struct fid_cq *cq_fid)
 	return 0;
 }
 
+/* From prov_errno alone: err_data is opx's only for FI_SOURCE_ERR (an
+ * address, not text), and after a readerr of an entry without data it is
+ * whatever the caller passed in, so it is never read here. */
 static const char *opx_cq_strerror(struct fid_cq *cq_fid, int prov_errno, const void *err_data,
 				   char *buf, size_t len)
 {
-	static const char none[] = "opx: no error information";
+	static const char none[] = "opx: no provider error information";
+	int code = prov_errno < 0 && prov_errno != INT_MIN ? -prov_errno : prov_errno;
 
 	(void)cq_fid;
+	(void)err_data;
 	if (!buf || !len)
-		return err_data ? (const char *)err_data : none;
-	if (err_data)
-		snprintf(buf, len, "%s", (const char *)err_data);
-	else if (prov_errno)
-		snprintf(buf, len, "opx: provider error %d", prov_errno);
+		return prov_errno ? fi_strerror(code) : none;
+	if (prov_errno)
+		snprintf(buf, len, "opx: %s (prov_errno %d)", fi_strerror(code), prov_errno);
 	else
 		snprintf(buf, len, "%s", none);
 	return buf;

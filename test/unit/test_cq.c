@@ -7,7 +7,8 @@
  *
  * Completions are produced with opx_cq_report_locked directly (it is a
  * library-internal function the test reaches through libopx_core), so
- * no traffic is needed.  Every blocking call has a bounded timeout.
+ * no traffic is needed; only the cancel and peek-miss error entries come
+ * from a loopback endpoint.  Every blocking call has a bounded timeout.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -243,34 +244,143 @@ static void test_cq_error_order(void **state)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
-/* err_data rules of man fi_cq for API >= 1.5: a user buffer is filled
- * (and err_data_size says how much); size 0 gets provider memory. */
+/* A FI_SOURCE_ERR entry, reported as the endpoint would: its err_data is
+ * the source address, the one kind of provider data opx has. */
+static void report_src_err(struct fid_cq *cq, uintptr_t ctx, const struct shim_addr *a)
+{
+	struct opx_cq *c = opx_of(cq);
+
+	opx_lock_acquire(&c->domain->lock);
+	assert_int_equal(opx_cq_report_src_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 8,
+						      NULL, 0, 0x55, a),
+			 0);
+	opx_lock_release(&c->domain->lock);
+}
+
+static struct shim_addr test_addr(uint16_t lid, uint16_t ctx)
+{
+	struct shim_addr a;
+
+	memset(&a, 0, sizeof(a));
+	a.host_id = 0x1234567890abcdefULL;
+	a.lid = lid;
+	a.ctx = ctx;
+	a.pid = 4242;
+	return a;
+}
+
+/* Issue 31 item 2: an entry with no provider data (cancel, peek miss,
+ * truncation, I/O errors) leaves the caller's err_data alone whatever
+ * err_data_size says - the caller may pass an uninitialised entry, as
+ * libfabric's tagged peek test does - and answers err_data_size 0. */
+static void readerr_no_data(struct fid_cq *cq, int want_err, void *ctx)
+{
+	struct fi_cq_err_entry err;
+
+	memset(&err, 0xa5, sizeof(err));
+	err.err_data = (void *)(uintptr_t)0x1;
+	err.err_data_size = 64;
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.err, want_err);
+	assert_ptr_equal(err.op_context, ctx);
+	assert_int_equal(err.err_data_size, 0);
+	assert_ptr_equal(err.err_data, (void *)(uintptr_t)0x1);
+}
+
+/* The same on real cancel and peek-miss completions of an endpoint. */
+static void test_cq_err_no_data_ep(void **state)
+{
+	struct fx_env e;
+	struct fi_context rctx, pctx;
+	struct fi_cq_tagged_entry ce;
+	struct fi_msg_tagged msg;
+	char buf[64];
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+	uint64_t t0;
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+
+	assert_int_equal(fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, 0x31, 0, &rctx), 0);
+	assert_int_equal(fi_cancel(&e.ep->fid, &rctx), 0);
+	assert_int_equal(fi_cq_read(e.cq, &ce, 1), -FI_EAVAIL);
+	readerr_no_data(e.cq, FI_ECANCELED, &rctx);
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.iov_count = 1;
+	msg.addr = FI_ADDR_UNSPEC;
+	msg.tag = 0x32;
+	msg.context = &pctx;
+	assert_int_equal(fi_trecvmsg(e.ep, &msg, FI_PEEK), 0);
+	t0 = fx_now_ms();
+	while ((n = fi_cq_read(e.cq, &ce, 1)) == -FI_EAGAIN && fx_now_ms() - t0 < 2000)
+		;
+	assert_int_equal(n, -FI_EAVAIL);
+	readerr_no_data(e.cq, FI_ENOMSG, &pctx);
+
+	fx_close(&e);
+}
+
+/* err_data rules of man fi_cq for API >= 1.5.  Entries without provider
+ * data: the caller's buffer is untouched, err_data_size 0; with size 0
+ * there is no provider buffer to hand out either (NULL).  fi_cq_strerror
+ * works from prov_errno and never reads err_data.  Entries with data
+ * (FI_SOURCE_ERR's address): a user buffer is filled (err_data_size says
+ * how much), size 0 gets provider memory. */
 static void test_cq_err_data(void **state)
 {
 	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
+	struct shim_addr a = test_addr(7, 3), got;
 	struct fi_cq_err_entry err;
-	char ubuf[256];
 	char small[4];
 	char str[256];
 	const char *s;
 
 	(void)state;
 	report_err(cq, 1, -FI_ECANCELED, 0); /* a negative code is normalised */
-	report_err(cq, 2, FI_EIO, -110);
-	report_err(cq, 3, FI_EIO, -111);
+	report_err(cq, 2, FI_ETRUNC, 0);
+	report_err(cq, 3, FI_EIO, -110);
+	report_err(cq, 4, FI_EIO, -111);
+	report_src_err(cq, 5, &a);
+	report_src_err(cq, 6, &a);
+	report_src_err(cq, 7, &a);
 
-	memset(&err, 0, sizeof(err));
-	memset(ubuf, 0, sizeof(ubuf));
-	err.err_data = ubuf;
-	err.err_data_size = sizeof(ubuf);
+	readerr_no_data(cq, FI_ECANCELED, (void *)1);
+	readerr_no_data(cq, FI_ETRUNC, (void *)2);
+
+	memset(&err, 0xa5, sizeof(err));
+	err.err_data = (void *)(uintptr_t)0x1;
+	err.err_data_size = 64;
 	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
-	assert_int_equal(err.err, FI_ECANCELED);
-	assert_ptr_equal(err.err_data, ubuf);
-	assert_true(err.err_data_size > 0 && err.err_data_size <= sizeof(ubuf));
-	assert_int_equal(strlen(ubuf) + 1, err.err_data_size);
+	assert_int_equal(err.prov_errno, -110);
+	assert_int_equal(err.err_data_size, 0);
+	/* the caller's pointer comes back as it went in: strerror ignores it */
 	s = fi_cq_strerror(cq, err.prov_errno, err.err_data, str, sizeof(str));
 	assert_ptr_equal(s, str);
-	assert_true(strlen(str) > 0);
+	assert_non_null(strstr(str, "110"));
+	assert_non_null(fi_cq_strerror(cq, err.prov_errno, err.err_data, NULL, 0));
+	assert_non_null(fi_cq_strerror(cq, 0, NULL, str, sizeof(str)));
+
+	/* size 0 on an entry without data: nothing to point to */
+	memset(&err, 0, sizeof(err));
+	err.err_data = (void *)(uintptr_t)0x1;
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.prov_errno, -111);
+	assert_null(err.err_data);
+	assert_int_equal(err.err_data_size, 0);
+
+	/* FI_SOURCE_ERR: the address into the caller's buffer */
+	memset(&err, 0, sizeof(err));
+	memset(&got, 0, sizeof(got));
+	err.err_data = &got;
+	err.err_data_size = sizeof(got) + 16;
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.err, FI_EADDRNOTAVAIL);
+	assert_ptr_equal(err.err_data, &got);
+	assert_int_equal(err.err_data_size, sizeof(got));
+	assert_memory_equal(&got, &a, sizeof(a));
 
 	/* small user buffer: truncated to its size */
 	memset(&err, 0, sizeof(err));
@@ -278,19 +388,18 @@ static void test_cq_err_data(void **state)
 	err.err_data = small;
 	err.err_data_size = sizeof(small);
 	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
-	assert_int_equal(err.prov_errno, -110);
 	assert_ptr_equal(err.err_data, small);
 	assert_int_equal(err.err_data_size, sizeof(small));
+	assert_memory_equal(small, &a, sizeof(small));
 
 	/* size 0: provider-owned buffer */
 	memset(&err, 0, sizeof(err));
-	err.err_data = ubuf;
+	err.err_data = small;
 	err.err_data_size = 0;
 	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
-	assert_int_equal(err.prov_errno, -111);
 	assert_non_null(err.err_data);
-	assert_ptr_not_equal(err.err_data, ubuf);
-	assert_true(strlen(err.err_data) > 0);
+	assert_ptr_not_equal(err.err_data, small);
+	assert_memory_equal(err.err_data, &a, sizeof(a));
 	assert_int_equal(err.err_data_size, 0); /* nothing copied to the caller */
 
 	assert_int_equal(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
@@ -299,47 +408,91 @@ static void test_cq_err_data(void **state)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
-/* ---------------------------------------------------------------------
- * Growth: far past the initial size, order preserved, nothing dropped,
- * also with the ring wrapped when it grows.
- */
+/* fi_cq(3), API < 1.5: the entry ends before err_data_size and err_data
+ * is always the provider's: the caller's fields are never read, and
+ * nothing past the 1.0 entry is written. */
+static void test_cq_err_data_api_1_4(void **state)
+{
+	struct fi_info *info = NULL;
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_cq *cq = NULL;
+	struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_CONTEXT, .wait_obj = FI_WAIT_NONE};
+	struct shim_addr a = test_addr(9, 4);
+	struct fi_cq_err_entry err;
+
+	(void)state;
+	assert_int_equal(fx_prov()->getinfo(FI_VERSION(1, 4), NULL, NULL, 0, NULL, &info), 0);
+	assert_int_equal(fx_prov()->fabric(info->fabric_attr, &fabric, NULL), 0);
+	assert_int_equal(fi_domain(fabric, info, &domain, NULL), 0);
+	assert_int_equal(fi_cq_open(domain, &attr, &cq, NULL), 0);
+	report_err(cq, 1, FI_ECANCELED, 0);
+	report_src_err(cq, 2, &a);
+
+	memset(&err, 0xa5, sizeof(err));
+	err.err_data = (void *)(uintptr_t)0x1;
+	err.err_data_size = 64;
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.err, FI_ECANCELED);
+	assert_null(err.err_data);
+	assert_int_equal(err.err_data_size, 64); /* not part of the 1.0 entry */
+
+	memset(&err, 0xa5, sizeof(err));
+	err.err_data = (void *)(uintptr_t)0x1;
+	err.err_data_size = 64;
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_int_equal(err.err, FI_EADDRNOTAVAIL);
+	assert_non_null(err.err_data);
+	assert_ptr_not_equal(err.err_data, (void *)(uintptr_t)0x1);
+	assert_memory_equal(err.err_data, &a, sizeof(a));
+	assert_int_equal(err.err_data_size, 64);
+
+	assert_int_equal(fi_close(&cq->fid), 0);
+	assert_int_equal(fi_close(&domain->fid), 0);
+	assert_int_equal(fi_close(&fabric->fid), 0);
+	fi_freeinfo(info);
+}
+
 /* Issue 10 item 6: an entry read with err_data_size 0 gets provider
  * memory; reusing that entry as is for the next readerr (here of another
  * CQ) must not make the provider write through the pointer it handed out
- * as if the caller owned it: the first CQ's text stays valid until that
+ * as if the caller owned it: the first CQ's data stays valid until that
  * CQ's next read, and the second error gets its own buffer. */
 static void test_cq_err_data_reuse(void **state)
 {
 	struct fid_cq *cq1 = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
 	struct fid_cq *cq2 = open_cq(FI_CQ_FORMAT_CONTEXT, FI_WAIT_NONE, 0);
+	struct shim_addr a1 = test_addr(1, 7), a2 = test_addr(2, 1234);
 	struct fi_cq_err_entry err;
-	const char *first;
-	char saved[128];
+	const void *first;
 
 	(void)state;
-	report_err(cq1, 1, FI_ECANCELED, -7);
-	report_err(cq2, 2, FI_EIO, -1234);
+	report_src_err(cq1, 1, &a1);
+	report_src_err(cq2, 2, &a2);
 
 	memset(&err, 0, sizeof(err));
 	assert_int_equal(fi_cq_readerr(cq1, &err, 0), 1);
 	assert_non_null(err.err_data);
 	first = err.err_data;
-	snprintf(saved, sizeof(saved), "%s", first);
-	assert_true(strlen(saved) > 0);
+	assert_memory_equal(first, &a1, sizeof(a1));
 
 	/* the same entry again, untouched */
 	assert_int_equal(fi_cq_readerr(cq2, &err, 0), 1);
-	assert_int_equal(err.err, FI_EIO);
-	assert_int_equal(err.prov_errno, -1234);
+	assert_int_equal(err.err, FI_EADDRNOTAVAIL);
+	assert_ptr_equal(err.op_context, (void *)2);
 	assert_non_null(err.err_data);
 	assert_ptr_not_equal(err.err_data, first);
-	assert_string_equal(first, saved); /* cq1's buffer untouched */
-	assert_non_null(strstr(err.err_data, "1234"));
+	assert_memory_equal(first, &a1, sizeof(a1)); /* cq1's buffer untouched */
+	assert_memory_equal(err.err_data, &a2, sizeof(a2));
 
 	assert_int_equal(fi_close(&cq2->fid), 0);
 	assert_int_equal(fi_close(&cq1->fid), 0);
 }
 
+/* ---------------------------------------------------------------------
+ * Growth: far past the initial size, order preserved, nothing dropped,
+ * also with the ring wrapped when it grows.
+ */
 static void test_cq_growth(void **state)
 {
 	enum { N = 10000 };
@@ -734,6 +887,8 @@ int main(void)
 		cmocka_unit_test(test_cq_readfrom),
 		cmocka_unit_test(test_cq_error_order),
 		cmocka_unit_test(test_cq_err_data),
+		cmocka_unit_test(test_cq_err_no_data_ep),
+		cmocka_unit_test(test_cq_err_data_api_1_4),
 		cmocka_unit_test(test_cq_err_data_reuse),
 		cmocka_unit_test(test_cq_growth),
 		cmocka_unit_test(test_cq_sread_timeout),
