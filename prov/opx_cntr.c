@@ -129,9 +129,11 @@ static int opx_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold, int time
 		return -FI_EINVAL;
 	c = opx_cntr_of(cntr_fid);
 	priv = opx_cntr_priv_of(c);
-	/* man fi_cntr: waiting on a counter without a wait object is invalid. */
-	if (c->wait_obj == FI_WAIT_NONE)
-		return -FI_EINVAL;
+	/* fi_cntr(3) calls waiting on a FI_WAIT_NONE counter invalid, but
+	 * libfabric's util providers (and applications written against
+	 * them) wait anyway, by progress.  The wait below needs no wait
+	 * object of the counter's own: it progresses the bound endpoints and
+	 * sleeps on their fds, so FI_WAIT_NONE waits like FI_WAIT_UNSPEC. */
 
 	wa.cntr = c;
 	wa.threshold = threshold;

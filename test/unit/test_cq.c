@@ -788,8 +788,9 @@ static void test_cntr_basic(void **state)
 	assert_int_equal(fi_cntr_seterr(c, 0), 0);
 	assert_int_equal(fi_cntr_readerr(c), 0);
 	assert_int_equal(fi_cntr_read(c), 100);
-	/* no wait object: fi_cntr_wait is invalid */
-	assert_int_equal(fi_cntr_wait(c, 1, 10), -FI_EINVAL);
+	/* no wait object: fi_cntr_wait still waits, by progress */
+	assert_int_equal(fi_cntr_wait(c, 100, 10), 0);
+	assert_int_equal(fi_cntr_wait(c, 101, 10), -FI_ETIMEDOUT);
 	assert_int_equal(fi_close(&c->fid), 0);
 }
 
@@ -876,6 +877,75 @@ static void test_cntr_wait(void **state)
 	assert_int_equal(fi_close(&c->fid), 0);
 }
 
+/* Issue 31 item 3: fi_cntr_wait on a FI_WAIT_NONE counter (the default)
+ * drives the progress of the endpoints bound to it until the threshold,
+ * an error or the timeout, as libfabric's util providers do: fi_cntr(3)
+ * calls the use invalid, but applications and fabtests rely on it. */
+static void test_cntr_wait_none(void **state)
+{
+	struct fi_cntr_attr attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
+	struct fid_cntr *scntr = NULL, *rcntr = NULL;
+	struct fi_context rctx[3], sctx[3];
+	char sbuf[32] = "counted", rbuf[32], tiny[4];
+	char name[64];
+	size_t namelen = sizeof(name);
+	struct fid_ep *ep = NULL;
+	struct fx_env e;
+	fi_addr_t peer;
+	uint64_t t0, dt;
+
+	(void)state;
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &attr, &rcntr, NULL), 0);
+	assert_int_equal(fi_cntr_open(e.domain, &attr, &scntr, NULL), 0);
+	assert_int_equal(fi_endpoint(e.domain, e.info, &ep, NULL), 0);
+	assert_int_equal(fi_ep_bind(ep, &e.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(ep, &e.av->fid, 0), 0);
+	assert_int_equal(fi_ep_bind(ep, &rcntr->fid, FI_RECV), 0);
+	assert_int_equal(fi_ep_bind(ep, &scntr->fid, FI_SEND), 0);
+	assert_int_equal(fi_enable(ep), 0);
+	assert_int_equal(fi_getname(&ep->fid, name, &namelen), 0);
+	assert_int_equal(fi_av_insert(e.av, name, 1, &peer, 0, NULL), 1);
+
+	/* a message to ep arrives only when ep progresses: the wait must */
+	memset(rbuf, 0, sizeof(rbuf));
+	assert_int_equal(fi_trecv(ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x42, 0, &rctx[0]),
+			 0);
+	assert_int_equal(fi_tsend(e.ep, sbuf, sizeof(sbuf), NULL, peer, 0x42, &sctx[0]), 0);
+	assert_int_equal(fi_cntr_wait(rcntr, 1, 5000), 0);
+	assert_string_equal(rbuf, sbuf);
+	assert_int_equal(fi_cntr_read(rcntr), 1);
+
+	/* ep's own send completes under the send counter's wait */
+	assert_int_equal(fi_trecv(e.ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, 0x43, 0, &rctx[1]),
+			 0);
+	assert_int_equal(fi_tsend(ep, sbuf, sizeof(sbuf), NULL, e.self, 0x43, &sctx[1]), 0);
+	assert_int_equal(fi_cntr_wait(scntr, 1, 5000), 0);
+
+	/* never reached: -FI_ETIMEDOUT after about the timeout */
+	t0 = fx_now_ms();
+	assert_int_equal(fi_cntr_wait(rcntr, 2, 100), -FI_ETIMEDOUT);
+	dt = fx_now_ms() - t0;
+	assert_true(dt >= 90 && dt < 3000);
+	assert_int_equal(fi_cntr_readerr(rcntr), 0);
+
+	/* an error (a truncated receive, found by the wait's progress)
+	 * ends the wait with -FI_EAVAIL */
+	assert_int_equal(fi_trecv(ep, tiny, sizeof(tiny), NULL, FI_ADDR_UNSPEC, 0x44, 0, &rctx[2]),
+			 0);
+	assert_int_equal(fi_tsend(e.ep, sbuf, sizeof(sbuf), NULL, peer, 0x44, &sctx[2]), 0);
+	t0 = fx_now_ms();
+	assert_int_equal(fi_cntr_wait(rcntr, 2, 5000), -FI_EAVAIL);
+	assert_true(fx_now_ms() - t0 < 4000);
+	assert_int_equal(fi_cntr_readerr(rcntr), 1);
+	assert_int_equal(fi_cntr_read(rcntr), 1);
+
+	assert_int_equal(fi_close(&ep->fid), 0);
+	assert_int_equal(fi_close(&scntr->fid), 0);
+	assert_int_equal(fi_close(&rcntr->fid), 0);
+	fx_close(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -903,6 +973,7 @@ int main(void)
 		cmocka_unit_test(test_cntr_basic),
 		cmocka_unit_test(test_cntr_open_attr),
 		cmocka_unit_test(test_cntr_wait),
+		cmocka_unit_test(test_cntr_wait_none),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
