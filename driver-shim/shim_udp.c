@@ -20,10 +20,14 @@
  * Receive side.  shim_udp_recv() takes one datagram (recvmsg) or, once
  * datagrams come back to back, a batch (recvmmsg): an empty recvmmsg
  * costs twice an empty recvmsg, and a polling receiver mostly finds
- * nothing.  It validates each before anything else looks at it: length, magic
- * and version, CRC32C (headers, then the three-lane variant over the
- * payload), job key, destination session, a source session that is not
- * a previous life of the sender.
+ * nothing.  It validates each before anything else looks at it: length,
+ * magic and version, then the MAC (shim_udp_auth.c: nothing else of a
+ * datagram without the job's secret is read, answered or remembered),
+ * CRC32C (headers, then the three-lane variant over the payload), the
+ * sender's address as the header names it against the one the kernel
+ * reports, job key, destination session, a source session that is not a
+ * previous life of the sender, and within a session the identity its
+ * flow already has.
  * What fails is dropped and counted (shim_udp_stats).  Sequencing,
  * acknowledgement and replay are the provider's (prov/opx_rel.c), which
  * hands in-order packets back to shim_udp_deliver(): into the context's
@@ -638,7 +642,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 	memset(dh->mac, 0, sizeof(dh->mac));
 	hl = n < SHIM_UDP_HDRS ? n : SHIM_UDP_HDRS;
 	crc = shim_crc32c(0, d, hl);
-	if (n > hl)
+	if (n > hl && u->auth.mode != SHIM_AUTH_FULL) /* full: the MAC covered it */
 		crc = shim_crc32c_wide(crc, d + hl, n - hl);
 	if (crc != want) {
 		u->st.drop_crc++;

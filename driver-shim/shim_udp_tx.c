@@ -173,7 +173,10 @@ static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp
 	if (e->rhf & SHIM_RHF_EGR) {
 		iov[2].iov_base = p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
 		iov[2].iov_len = e->hdr.paylen;
-		crc = shim_crc32c_wide(crc, iov[2].iov_base, iov[2].iov_len);
+		/* full mode: the MAC covers the payload, a CRC would only
+		 * repeat it */
+		if (l->udp->auth.mode != SHIM_AUTH_FULL)
+			crc = shim_crc32c_wide(crc, iov[2].iov_base, iov[2].iov_len);
 		*len += e->hdr.paylen;
 		n = 3;
 	}

@@ -13,7 +13,8 @@
  * The udp wire (shim_udp.c): one UDP socket per receive context, the same
  * packet format as the shm wire behind a datagram header.  It is not
  * reliable: it loses, duplicates and reorders, and validates what it
- * receives (length, magic, CRC32C, job key, destination) before the
+ * receives (length, magic, MAC, CRC32C, sender address, job key,
+ * destination) before the
  * provider's reliability module (prov/opx_rel.c) sees it.
  *
  * Datagram: struct shim_udp_hdr, then for DATA the 56-byte packet header
@@ -43,9 +44,10 @@ struct shim_udp_hdr {
 	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
 	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more
 			     * missing; ACK: SHIM_UDP_ACK_HELD */
-	uint32_t crc;       /* with this field 0: shim_crc32c of the two headers
-			     * (this one, and the packet header of DATA),
-			     * continued by shim_crc32c_wide over the payload */
+	uint32_t crc;       /* with this field and mac 0: shim_crc32c of the two
+			     * headers (this one, and the packet header of DATA),
+			     * continued by shim_crc32c_wide over the payload
+			     * (not in SHIM_AUTH_FULL, whose MAC covers it) */
 	uint64_t src_host;  /* sender's host id, lid, ctx, unit: its address */
 	uint16_t src_lid;
 	uint16_t src_ctx;

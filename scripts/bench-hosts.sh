@@ -29,6 +29,9 @@
 #              tcp's segments are not dropped, so its column there is a
 #              reference taken in the same minute, not tcp under loss.
 #              Fewer latency iterations (2000) than without loss.
+#   auth       latency, rate and bandwidth of opx with FI_OPX_AUTH=off,
+#              header (the default, also the opx column above) and full,
+#              interleaved in one pass: what the udp wire's MAC costs.
 #   MPI        test/bench/mpi_bw.c (built here with mpicc), 1 rank per
 #              host (--map-by node): pml cm + mtl ofi on opx against pml
 #              ob1 + btl tcp,self; latency (half round trip) and bandwidth
@@ -58,6 +61,7 @@
 #   BENCH_HOSTS_SIZES      bandwidth sizes (default "65536 1048576 16777216")
 #   BENCH_HOSTS_MPI_SIZES  MPI sizes (default "8 65536 1048576")
 #   BENCH_HOSTS_LOSS=0     skip the 1 % loss part
+#   BENCH_HOSTS_AUTH=0     skip the FI_OPX_AUTH part
 #   BENCH_HOSTS_MPI=0      skip the Open MPI part
 #   BENCH_HOSTS_DEADLINE   seconds for the whole script (default 900, quick 420)
 #   HOSTS_MTU              link MTU of the hosts (hosts.sh; default 9000)
@@ -254,6 +258,19 @@ record() {
 
 # ---- measurements -----------------------------------------------------------
 
+# prov_split PROV: opx-off and opx-full are opx with FI_OPX_AUTH=off|full;
+# sets PV (the provider to ask for) and PRE (the command's env prefix).
+prov_split() {
+	PV=$1
+	PRE=()
+	case $1 in
+	opx-off | opx-full | opx-header)
+		PV=opx
+		PRE=(env "FI_OPX_AUTH=${1#opx-}")
+		;;
+	esac
+}
+
 # m_floor RUN [-u]: raw UDP one-way time (-u: the client does not connect).
 m_floor() {
 	local out=$tmp/floor.$1${2:-} v m key=raw
@@ -273,7 +290,8 @@ m_floor() {
 m_lat() {
 	local cond=$1 prov=$2 run=$3 out=$tmp/lat.$1.$2.$3 v iters=$LAT_ITERS tmo=$RUN_TMO
 	[ "$cond" = loss ] && iters=$LOSS_LAT_ITERS tmo=$LOSS_TMO
-	local pp=(fi_pingpong -p "$prov" -e rdm -m tagged -S 8 -I "$iters")
+	prov_split "$prov"
+	local pp=("${PRE[@]}" fi_pingpong -p "$PV" -e rdm -m tagged -S 8 -I "$iters")
 	run_pair "$out" "$tmo" 0 "${pp[@]}" -B @PORT@ -- "${pp[@]}" -P @PORT@ "$SRV_ADDR"
 	# columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
 	v=$(awk '$1 != "bytes" && NF >= 8 && $7 ~ /^[0-9.]+$/ { v = $7 } END { print v }' "$out")
@@ -284,8 +302,10 @@ m_lat() {
 m_rate() {
 	local cond=$1 prov=$2 run=$3 out=$tmp/rate.$1.$2.$3 v tmo=$RUN_TMO
 	[ "$cond" = loss ] && tmo=$LOSS_TMO
-	run_pair "$out" "$tmo" 1 "$BIN/opx_msgrate" -p "$prov" -P @PORT@ -T $((tmo - 5)) -- \
-		"$BIN/opx_msgrate" -p "$prov" -P @PORT@ -T $((tmo - 5)) -S 8 -n $RATE_ITERS "$SRV_ADDR"
+	prov_split "$prov"
+	run_pair "$out" "$tmo" 1 "${PRE[@]}" "$BIN/opx_msgrate" -p "$PV" -P @PORT@ -T $((tmo - 5)) -- \
+		"${PRE[@]}" "$BIN/opx_msgrate" -p "$PV" -P @PORT@ -T $((tmo - 5)) -S 8 -n $RATE_ITERS \
+		"$SRV_ADDR"
 	v=$(sed -n 's/^msgrate .* msgs_per_sec=\([0-9.]*\).*/\1/p' "$out" | tail -n 1)
 	record "$cond/$prov/rate" max "$v" "$out" "$prov rate 8 B$([ "$cond" = loss ] && echo ', 1 % loss')" "$run"
 }
@@ -294,9 +314,10 @@ m_rate() {
 m_bw() {
 	local cond=$1 prov=$2 size=$3 run=$4 out=$tmp/bw.$1.$2.$3.$4 v tmo=$RUN_TMO
 	[ "$cond" = loss ] && tmo=$LOSS_TMO
-	run_pair "$out" "$tmo" 1 "$BIN/opx_bw" -p "$prov" -P @PORT@ -T $((tmo - 5)) -- \
-		"$BIN/opx_bw" -p "$prov" -P @PORT@ -T $((tmo - 5)) -m bw -S "$size" -t "$TARGET" \
-		"$SRV_ADDR"
+	prov_split "$prov"
+	run_pair "$out" "$tmo" 1 "${PRE[@]}" "$BIN/opx_bw" -p "$PV" -P @PORT@ -T $((tmo - 5)) -- \
+		"${PRE[@]}" "$BIN/opx_bw" -p "$PV" -P @PORT@ -T $((tmo - 5)) -m bw -S "$size" \
+		-t "$TARGET" "$SRV_ADDR"
 	v=$(sed -n 's/^bw prov=.* mode=bw .* MBps=\([0-9.]*\).*/\1/p' "$out" | tail -n 1)
 	record "$cond/$prov/bw$size" max "$v" "$out" \
 		"$prov bandwidth $(hsize "$size")$([ "$cond" = loss ] && echo ', 1 % loss')" "$run"
@@ -308,6 +329,7 @@ fab_pass() {
 	local cond=$1 run=$2 prov size label="no loss"
 	shift 2
 	[ "$cond" = loss ] && label="1 % loss"
+	[ "$cond" = auth ] && label="FI_OPX_AUTH"
 	for prov in "$@"; do
 		[ $SECONDS -ge $fab_deadline ] && return
 		echo "  [$label run $run/$REPEAT] $prov latency 8 B" >&2
@@ -368,6 +390,14 @@ if [ "${BENCH_HOSTS_LOSS:-1}" != 0 ]; then
 	fi
 	bash "$HOSTS" drop "$SRV_NS" 0 >/dev/null 2>&1
 	bash "$HOSTS" drop "$CLI_NS" 0 >/dev/null 2>&1
+fi
+
+AUTH_OK=0
+if [ "${BENCH_HOSTS_AUTH:-1}" != 0 ]; then
+	AUTH_OK=1
+	for ((r = 1; r <= REPEAT; r++)); do
+		fab_pass auth "$r" opx-off opx-header opx-full
+	done
 fi
 
 # ---- Open MPI: mpi_bw across the hosts ---------------------------------------
@@ -508,6 +538,22 @@ target() {
 		done
 		echo
 	fi
+	if [ $AUTH_OK = 1 ]; then
+		echo "the udp wire's MAC (FI_OPX_AUTH), no loss, best of $REPEAT, modes interleaved run by run:"
+		printf '%-22s %12s %12s %12s %11s %9s\n' metric off header full header/off full/off
+		for m in lat rate $(for z in $SIZES; do echo "bw$z"; done); do
+			case $m in
+			lat) label="latency 8 B (us)" ;;
+			rate) label="rate 8 B (msg/s)" ;;
+			*) label="bw $(hsize "${m#bw}") (MB/s)" ;;
+			esac
+			printf '%-22s %12s %12s %12s %11s %9s\n' "$label" "$(v "auth/opx-off/$m")" \
+				"$(v "auth/opx-header/$m")" "$(v "auth/opx-full/$m")" \
+				"$(ratio "$(v "auth/opx-header/$m")" "$(v "auth/opx-off/$m")")" \
+				"$(ratio "$(v "auth/opx-full/$m")" "$(v "auth/opx-off/$m")")"
+		done
+		echo
+	fi
 	if [ $MPI_OK = 1 ]; then
 		echo "Open MPI $(mpirun --version 2>/dev/null | head -n 1 | awk '{print $NF}'), 1 rank per host, best of $REPEAT mpirun:"
 		echo "  opx = pml cm + mtl ofi on opx; tcp = pml ob1 + btl tcp,self"
@@ -532,6 +578,16 @@ target() {
 		for size in $SIZES; do
 			target "1 % loss: $(hsize "$size") bw at least half of loss-free" \
 				"$(v "loss/opx/bw$size")" "$(v "nl/opx/bw$size")" 0.5 ge
+		done
+	fi
+	if [ $AUTH_OK = 1 ]; then
+		target "FI_OPX_AUTH=header: latency within 1.05x off" "$(v auth/opx-header/lat)" \
+			"$(v auth/opx-off/lat)" 1.05 le
+		for size in $SIZES; do
+			target "header: $(hsize "$size") bw within 3 % of off" "$(v "auth/opx-header/bw$size")" \
+				"$(v "auth/opx-off/bw$size")" 0.97 ge
+			target "full: $(hsize "$size") bw within 25 % of off" "$(v "auth/opx-full/bw$size")" \
+				"$(v "auth/opx-off/bw$size")" 0.75 ge
 		done
 	fi
 	echo "(fi_pingpong prints only a mean: the first raw UDP line sets it against the floor's median, which"

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,6 +83,20 @@ static void ta_child_echo(int wfd)
 			_exit(5);
 	}
 	_exit(0);
+}
+
+/* Child "probe": whether an endpoint got a udp wire (exit 10) or not
+ * (11). */
+static void ta_child_probe(void)
+{
+	struct fx_env e;
+	int udp;
+
+	if (fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED))
+		_exit(2);
+	udp = OPX_CONTAINER_OF(e.ep, struct opx_ep, ep_fid)->udp;
+	fx_close(&e);
+	_exit(udp ? 10 : 11);
 }
 
 /* Child "send": send TA_ATTACKS messages of each tag in argv to the
@@ -160,6 +175,99 @@ static void ta_udp_stats(struct fx_env *e, struct shim_udp_stats *st)
 	struct opx_ep *ep = OPX_CONTAINER_OF(e->ep, struct opx_ep, ep_fid);
 
 	shim_udp_stats(ep->shim, st);
+}
+
+/* Run a "probe" child with env; its exit status. */
+static int ta_probe(char *const *env)
+{
+	int st;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		for (char *const *v = env; v && *v; v++)
+			putenv(*v);
+		execl("/proc/self/exe", "test_auth", "probe", "-1", "-1", (char *)NULL);
+		_exit(127);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* A key file that is a symlink, or that group or others may read, is
+ * refused: without another secret there is no udp wire at all (never an
+ * unauthenticated one), unless FI_OPX_AUTH=off says so; the launcher's
+ * job secret alone is enough. */
+static void test_auth_key_file_refused(void **state)
+{
+	static char good[160], link_env[200], loose_env[200], good_env[200];
+	static char *use_good[] = {good_env, NULL};
+	static char *use_link[] = {link_env, NULL};
+	static char *use_loose[] = {loose_env, NULL};
+	static char *link_off[] = {link_env, "FI_OPX_AUTH=off", NULL};
+	static char *loose_job[] = {loose_env,
+				    "OMPI_MCA_orte_precondition_transports=0123456789abcdef-fedcba9876543210",
+				    NULL};
+	char path[160];
+	int fd;
+
+	(void)state;
+	snprintf(good, sizeof(good), "%s/good.key", ta_dir);
+	fd = open(good, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(
+		write(fd, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65), 65);
+	close(fd);
+	snprintf(good_env, sizeof(good_env), "FI_OPX_AUTH_KEY_FILE=%s", good);
+	assert_int_equal(ta_probe(use_good), 10);
+
+	snprintf(path, sizeof(path), "%s/link.key", ta_dir);
+	assert_int_equal(symlink(good, path), 0);
+	snprintf(link_env, sizeof(link_env), "FI_OPX_AUTH_KEY_FILE=%s", path);
+	assert_int_equal(ta_probe(use_link), 11);
+	assert_int_equal(ta_probe(link_off), 10);
+
+	snprintf(path, sizeof(path), "%s/loose.key", ta_dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(
+		write(fd, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65), 65);
+	close(fd);
+	assert_int_equal(chmod(path, 0640), 0);
+	snprintf(loose_env, sizeof(loose_env), "FI_OPX_AUTH_KEY_FILE=%s", path);
+	assert_int_equal(ta_probe(use_loose), 11);
+	assert_int_equal(ta_probe(loose_job), 10);
+}
+
+static void ta_attack(struct fx_env *e, char *const *env);
+
+/* Another user of this host, through the socket (loopback here): it can
+ * neither read the user's key file nor get a datagram accepted; its own
+ * key file is in a directory of its own. */
+static void test_auth_other_user(void **state)
+{
+	static char cfg_env[200];
+	static char *env[] = {cfg_env, "TA_UID=65534", NULL};
+	static uint8_t any[256];
+	char dir[160];
+	struct fx_env e;
+
+	(void)state;
+	if (geteuid() != 0) {
+		print_message("SKIP: another user needs root to switch to uid 65534\n");
+		skip();
+	}
+	snprintf(dir, sizeof(dir), "%s/nobody", ta_dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_int_equal(chown(dir, 65534, 65534), 0);
+	assert_int_equal(chmod(ta_dir, 0711), 0); /* it may pass through, not list */
+	snprintf(cfg_env, sizeof(cfg_env), "XDG_CONFIG_HOME=%s", dir);
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_trecv(e.ep, any, sizeof(any), NULL, FI_ADDR_UNSPEC, TA_TAG_ANY, 0, any),
+			 0);
+	ta_attack(&e, env);
+	fx_close(&e);
 }
 
 /* The key file: created by the first endpoint of this process. */
@@ -258,6 +366,17 @@ static void ta_attack(struct fx_env *e, char *const *env)
 			close(down[1]);
 			for (char *const *v = env; v && *v; v++)
 				putenv(*v);
+			if (getenv("TA_UID")) {
+				/* another local user: its own key file, none of ours */
+				uid_t uid = (uid_t)atoi(getenv("TA_UID"));
+				char kp[128];
+
+				if (setgroups(0, NULL) || setgid((gid_t)uid) || setuid(uid))
+					_exit(6);
+				snprintf(kp, sizeof(kp), "%s/opx/auth.key", ta_dir);
+				if (open(kp, O_RDONLY) >= 0 || errno != EACCES)
+					_exit(7); /* it could read our secret */
+			}
 			snprintf(r, sizeof(r), "%d", down[0]);
 			snprintf(w, sizeof(w), "%d", upp[1]);
 			execl("/proc/self/exe", "test_auth", "send", r, w, (char *)NULL);
@@ -373,13 +492,17 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auth_key_file),
+		cmocka_unit_test(test_auth_key_file_refused),
 		cmocka_unit_test(test_auth_same_secret),
 		cmocka_unit_test(test_auth_forged_messages),
+		cmocka_unit_test(test_auth_other_user),
 	};
 	int rc;
 
 	if (argc == 4 && !strcmp(argv[1], "echo"))
 		ta_child_echo(atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "probe"))
+		ta_child_probe();
 	if (argc == 4 && !strcmp(argv[1], "send"))
 		ta_child_send(atoi(argv[2]), atoi(argv[3]));
 	/* before the provider reads its parameters; the key file goes to a
