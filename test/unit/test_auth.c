@@ -177,6 +177,17 @@ static void ta_udp_stats(struct fx_env *e, struct shim_udp_stats *st)
 	shim_udp_stats(ep->shim, st);
 }
 
+/* A key file of 64 hex digits at path, mode 0600. */
+static void ta_write_key(const char *path, const char *hex64)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, hex64, 64), 64);
+	assert_int_equal(write(fd, "\n", 1), 1);
+	close(fd);
+}
+
 /* Run a "probe" child with env; its exit status. */
 static int ta_probe(char *const *env)
 {
@@ -210,15 +221,10 @@ static void test_auth_key_file_refused(void **state)
 				    "OMPI_MCA_orte_precondition_transports=0123456789abcdef-fedcba9876543210",
 				    NULL};
 	char path[160];
-	int fd;
 
 	(void)state;
 	snprintf(good, sizeof(good), "%s/good.key", ta_dir);
-	fd = open(good, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(
-		write(fd, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65), 65);
-	close(fd);
+	ta_write_key(good, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
 	snprintf(good_env, sizeof(good_env), "FI_OPX_AUTH_KEY_FILE=%s", good);
 	assert_int_equal(ta_probe(use_good), 10);
 
@@ -229,11 +235,7 @@ static void test_auth_key_file_refused(void **state)
 	assert_int_equal(ta_probe(link_off), 10);
 
 	snprintf(path, sizeof(path), "%s/loose.key", ta_dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(
-		write(fd, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n", 65), 65);
-	close(fd);
+	ta_write_key(path, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
 	assert_int_equal(chmod(path, 0640), 0);
 	snprintf(loose_env, sizeof(loose_env), "FI_OPX_AUTH_KEY_FILE=%s", path);
 	assert_int_equal(ta_probe(use_loose), 11);
@@ -319,19 +321,27 @@ static void ta_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
 	free(back);
 }
 
+/* An echo child, and e opened knowing it as *peer (data checked once). */
+static pid_t ta_start_echo(struct fx_env *e, fi_addr_t *peer, unsigned seed)
+{
+	struct shim_addr name;
+	pid_t pid = ta_spawn_echo(&name, sizeof(name));
+
+	assert_int_equal(fx_open(e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	assert_int_equal(fi_av_insert(e->av, &name, 1, peer, 0, NULL), 1);
+	ta_echo(e, *peer, 64, seed);
+	return pid;
+}
+
 /* The same secret talks, eager and rendezvous. */
 static void test_auth_same_secret(void **state)
 {
-	struct shim_addr name;
 	struct fx_env e;
 	fi_addr_t peer;
 	pid_t pid;
 
 	(void)state;
-	pid = ta_spawn_echo(&name, sizeof(name));
-	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
-	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
-	ta_echo(&e, peer, 64, 1);
+	pid = ta_start_echo(&e, &peer, 1);
 	ta_echo(&e, peer, 200000, 2);
 	ta_reap(pid);
 	fx_close(&e);
@@ -455,17 +465,12 @@ static void test_auth_forged_messages(void **state)
 	static char other_file[160];
 	static char *other_user[] = {other_file, NULL};
 	static uint8_t any[256], dir[256];
-	struct shim_addr name;
 	struct fx_env e;
 	fi_addr_t good;
 	pid_t pid;
-	int fd;
 
 	(void)state;
-	pid = ta_spawn_echo(&name, sizeof(name));
-	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
-	assert_int_equal(fi_av_insert(e.av, &name, 1, &good, 0, NULL), 1);
-	ta_echo(&e, good, 64, 3); /* the good peer is known and talking */
+	pid = ta_start_echo(&e, &good, 3); /* the good peer is known and talking */
 	assert_int_equal(fi_trecv(e.ep, any, sizeof(any), NULL, FI_ADDR_UNSPEC, TA_TAG_ANY, 0, any),
 			 0);
 	assert_int_equal(fi_trecv(e.ep, dir, sizeof(dir), NULL, good, TA_TAG_DIR, 0, dir), 0);
@@ -474,11 +479,8 @@ static void test_auth_forged_messages(void **state)
 	ta_attack(&e, no_mac);
 	/* a key file of its own (another user's secret) */
 	snprintf(other_file, sizeof(other_file), "FI_OPX_AUTH_KEY_FILE=%s/other.key", ta_dir);
-	fd = open(other_file + strlen("FI_OPX_AUTH_KEY_FILE="), O_WRONLY | O_CREAT | O_EXCL, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(
-		write(fd, "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100\n", 65), 65);
-	close(fd);
+	ta_write_key(other_file + strlen("FI_OPX_AUTH_KEY_FILE="),
+		     "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100");
 	ta_attack(&e, other_user);
 
 	/* the good peer: its messages land in those very receives */
