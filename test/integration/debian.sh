@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause
 # debian.sh - the Debian package: dpkg-buildpackage builds libfabric-opx
-# from a copy of the source tree; its file list is exactly the module in
-# libfabric's provider directory, the programs and the man page; lintian
-# reports no error; and (as root) installing it makes "fi_info -p opx"
-# work with no FI_PROVIDER_PATH, and removing it takes the provider away.
+# from the files a release holds (git ls-files, or make distdir); its file
+# list is exactly the module in libfabric's provider directory, the
+# programs and the man page; lintian reports no error; and (as root)
+# installing it makes "fi_info -p opx" work with no FI_PROVIDER_PATH, and
+# removing it takes the provider away.
 # Skipped (exit 77) with the reason where the tools are missing.
 set -u
 src=${OPX_SRC_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -22,12 +23,44 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A clean copy: build directories and autotools output stay behind.
+# The package is built from exactly what a release holds, never from a
+# copy of the work tree: an in-tree build leaves Makefiles, objects,
+# .deps/, test logs and .trs files next to the sources.  In a git
+# checkout that is "git ls-files" (taken from the work tree, so edits to
+# tracked files not yet committed are included); otherwise (a release
+# tarball) what "make distdir" of the build tree produces.
 mkdir "$work/opx"
-(cd "$src" && tar --exclude='./build*' --exclude=./.git --exclude=./autom4te.cache \
-	--exclude=./configure --exclude=./aclocal.m4 --exclude=./build-aux \
-	--exclude=./m4 --exclude='*.in' --exclude=./config.status --exclude=./libtool \
-	-cf - .) | tar -C "$work/opx" -xf - || exit 1
+if [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$src" && pwd -P)" ]; then
+	echo "# package source: git ls-files of $src"
+	# a tracked file deleted in the work tree is not part of it any more
+	if ! (set -o pipefail
+		cd "$src" && git ls-files -z --cached --recurse-submodules |
+			while IFS= read -r -d '' f; do
+				if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi
+			done | tar --null --no-recursion -T - -cf "$work/src.tar") ||
+		! tar -C "$work/opx" -xf "$work/src.tar"; then
+		echo "FAIL: cannot archive the git ls-files of $src"
+		exit 1
+	fi
+else
+	build=${OPX_BUILD_DIR:-}
+	[ -z "$build" ] && [ -f "$src/Makefile" ] && build=$src
+	if [ -z "$build" ] || [ ! -f "$build/Makefile" ]; then
+		echo "FAIL: $src is not a git checkout and there is no configured build" \
+			"tree to run \"make distdir\" in (set OPX_BUILD_DIR)"
+		exit 1
+	fi
+	echo "# package source: make distdir of $build"
+	rmdir "$work/opx"
+	# Not the outer make's flags (see below): a clean make of one target.
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+		make -C "$build" distdir distdir="$work/opx" top_distdir="$work/opx" \
+		>"$work/distdir.log" 2>&1 || [ ! -f "$work/opx/debian/rules" ]; then
+		echo "FAIL: make distdir"
+		tail -n 20 "$work/distdir.log"
+		exit 1
+	fi
+fi
 echo "# dpkg-buildpackage -us -uc -b (log: $work/build.log)"
 # Run from "make check", MAKEFLAGS carries the outer make's overrides
 # (TEST_LOGS=...): the package build's own "make check-unit" would run
