@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: BSD-2-Clause
 # test-all.sh - everything CI checks, in one command:
 #   1. Debian packages (via main-job.sh --deps-only)
-#   2. gcc build + "make check": all unit and integration tests
+#   2. gcc in-tree build + "make check": all unit and integration tests,
+#      built the way many users build, "./configure && make" in the source
+#      tree itself (in a local git clone, see build_intree)
 #   3. ASan+UBSan build (--enable-sanitizers) running the unit tests, then
 #      the integration and MPI suites with the sanitizer runtime preloaded
 #   4. clang -Werror build of everything, tests included (compile check)
@@ -12,7 +14,8 @@
 # reports all breakage; the exit status is non-zero if any stage failed,
 # and the test-suite logs of failing builds are printed.
 #
-# Builds go to <repo>/build-check, build-asan, build-clang (out of tree).
+# Builds go to <repo>/build-intree/src (the clone configured in place),
+# build-asan, build-clang and build-dist (out of tree).
 # Environment: OPX_JOBS (make -j, default: cores, at most 4).
 set -uo pipefail
 
@@ -28,10 +31,13 @@ log() { printf '\n==> [%s] %s\n' "$(date +%T)" "$*"; }
 # A failed "make check" leaves test-suite.log, which already holds the
 # full log of every failing test; a failed build has printed its errors.
 show_logs() {
-	if [ -f "$1/test-suite.log" ]; then
-		echo "--- $1/test-suite.log"
-		cat "$1/test-suite.log"
-	fi
+	local l
+	for l in "$1/test-suite.log" "$1/src/test-suite.log"; do
+		if [ -f "$l" ]; then
+			echo "--- $l"
+			cat "$l"
+		fi
+	done
 }
 
 # stage NAME DIR COMMAND...: run COMMAND in DIR (created fresh), record it.
@@ -49,8 +55,17 @@ stage() {
 	fi
 }
 
-build_and_check() {
-	"$REPO/configure" &&
+# In-tree: configure, build and test in the source tree itself, which
+# puts Makefiles, objects and test logs next to the sources (the tests
+# must not take those for sources).  Configuring $REPO itself in place
+# would break the out-of-tree builds, so this builds a local clone of it:
+# committed files only, as CI's own fresh clone.  Out-of-tree builds stay
+# covered by the ASan stage's tests, the clang build and distcheck.
+build_intree() {
+	git clone -q "$REPO" src &&
+		cd src &&
+		./autogen.sh &&
+		./configure &&
 		make -j"$JOBS" &&
 		make -j"$JOBS" check-build &&
 		make check
@@ -102,7 +117,11 @@ if ! (cd "$REPO" && ./autogen.sh); then
 	exit 1
 fi
 
-stage "gcc build + make check (unit + integration)" "$REPO/build-check" build_and_check
+if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+	echo "test-all.sh: note: the in-tree build clones $REPO: its uncommitted" \
+		"changes are not in that build (the other builds have them)"
+fi
+stage "gcc in-tree build + make check (unit + integration)" "$REPO/build-intree" build_intree
 stage "ASan+UBSan build + unit, integration and MPI tests" "$REPO/build-asan" build_asan
 stage "clang -Werror build" "$REPO/build-clang" build_clang
 stage "make distcheck" "$REPO/build-dist" build_distcheck
@@ -115,7 +134,7 @@ echo "elapsed ${SECONDS}s"
 # One closing line over every test that ran (automake's per-build totals).
 npass=0
 nfail=0
-for log in "$REPO"/build-check/test-suite.log "$REPO"/build-asan/unit-suite.log \
+for log in "$REPO"/build-intree/src/test-suite.log "$REPO"/build-asan/unit-suite.log \
 	"$REPO"/build-asan/test-suite.log; do
 	[ -f "$log" ] || continue
 	p=$(awk '/^# PASS:/ {print $3; exit}' "$log")
