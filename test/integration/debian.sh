@@ -30,7 +30,8 @@ trap cleanup EXIT
 # tracked files not yet committed are included); otherwise (a release
 # tarball) what "make distdir" of the build tree produces.
 mkdir "$work/opx"
-if [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$src" && pwd -P)" ]; then
+src=$(cd "$src" && pwd -P) || exit 1
+if [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$src" ]; then
 	echo "# package source: git ls-files of $src"
 	# a tracked file deleted in the work tree is not part of it any more
 	if ! (set -o pipefail
