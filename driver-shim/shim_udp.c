@@ -196,7 +196,7 @@ static struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip,
 #define SHIM_UDP_WD_PEEK 256u
 #define SHIM_UDP_WD_SENDERS 32u
 static bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
-			       const uint8_t *d, size_t n, const struct sockaddr_in *from);
+			       const struct shim_pkt_hdr *ph, const uint8_t *d, size_t n);
 
 static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 {
@@ -211,6 +211,7 @@ static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 		return;
 	for (uint32_t i = 0; i < SHIM_UDP_WD_PEEK && nseen < SHIM_UDP_WD_SENDERS; i++) {
 		struct shim_udp_hdr uh;
+		struct shim_pkt_hdr ph;
 		struct sockaddr_in from;
 		socklen_t alen = sizeof(from);
 		ssize_t n = recvfrom(u->fd, u->wd_buf, u->rbuf_sz, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC,
@@ -226,9 +227,11 @@ static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 		    from.sin_family != AF_INET)
 			continue;
 		memcpy(&uh, u->wd_buf, sizeof(uh));
+		if ((size_t)n >= SHIM_UDP_HDRS)
+			memcpy(&ph, u->wd_buf + sizeof(uh), sizeof(ph));
 		if (uh.magic != SHIM_UDP_MAGIC || uh.version != SHIM_UDP_VERSION ||
 		    uh.type < SHIM_UDP_DATA || uh.type > SHIM_UDP_NACK ||
-		    !shim_udp_authentic(u, &uh, u->wd_buf, (size_t)n, &from) ||
+		    !shim_udp_authentic(u, &uh, &ph, u->wd_buf, (size_t)n) ||
 		    uh.src_ipv4 != from.sin_addr.s_addr || uh.src_port != from.sin_port ||
 		    uh.jkey != u->ctx->rx.jkey || !uh.src_nonce ||
 		    (uh.dst_nonce && uh.dst_nonce != u->ctx->nonce) ||
@@ -579,27 +582,17 @@ static void shim_udp_drop(struct shim_udp *u, uint64_t *counter, uint32_t bit,
 	warn(msg);
 }
 
-/* Whether the datagram d (n bytes, its udp header copied to uh) carries
- * the right tag for our mode and comes from the address it names.  No
+/* Whether the datagram d (n bytes; its udp header copied to uh, and for
+ * DATA its packet header to ph) carries the right tag for our mode.  No
  * counting: the watchdog asks too. */
 static bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
-			       const uint8_t *d, size_t n, const struct sockaddr_in *from)
+			       const struct shim_pkt_hdr *ph, const uint8_t *d, size_t n)
 {
-	const struct shim_pkt_hdr *ph = NULL;
-	struct shim_pkt_hdr phc;
-	const uint8_t *pay = NULL;
-	size_t paylen = 0;
-
-	if (uh->type == SHIM_UDP_DATA) {
-		if (n < SHIM_UDP_HDRS)
-			return false;
-		memcpy(&phc, d + sizeof(*uh), sizeof(phc));
-		ph = &phc;
-		pay = d + SHIM_UDP_HDRS;
-		paylen = n - SHIM_UDP_HDRS;
-	}
-	(void)from;
-	return shim_udp_auth_check(&u->auth, uh, ph, pay, paylen);
+	if (uh->type != SHIM_UDP_DATA)
+		return shim_udp_auth_check(&u->auth, uh, NULL, NULL, 0);
+	if (n < SHIM_UDP_HDRS)
+		return false;
+	return shim_udp_auth_check(&u->auth, uh, ph, d + SHIM_UDP_HDRS, n - SHIM_UDP_HDRS);
 }
 
 static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struct sockaddr_in *from,
@@ -619,9 +612,14 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 		u->st.drop_magic++;
 		return false;
 	}
-	if (uh->type == SHIM_UDP_DATA && n < SHIM_UDP_HDRS) {
-		u->st.drop_len++;
-		return false;
+	if (uh->type == SHIM_UDP_DATA) {
+		if (n < SHIM_UDP_HDRS) {
+			u->st.drop_len++;
+			return false;
+		}
+		/* copied once: the tag and everything after read this copy */
+		memset(&pkt->e, 0, sizeof(pkt->e));
+		memcpy(&pkt->e.hdr, d + sizeof(*uh), sizeof(pkt->e.hdr));
 	}
 	/* Nothing but the length and the magic is believed before the tag:
 	 * a datagram without the job's secret gets no further look, no
@@ -631,7 +629,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 			      "another FI_OPX_AUTH mode (every process of a job must use the same)");
 		return false;
 	}
-	if (!shim_udp_authentic(u, uh, d, n, from)) {
+	if (!shim_udp_authentic(u, uh, &pkt->e.hdr, d, n)) {
 		shim_udp_drop(u, &u->st.drop_mac, SHIM_UDP_WARN_MAC, from,
 			      "not authenticated with this job's secret (FI_OPX_AUTH_KEY, the "
 			      "launcher's job secret, the user's key file)");
@@ -676,8 +674,6 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 		u->st.drop_len++;
 		return false;
 	}
-	memset(&pkt->e, 0, sizeof(pkt->e));
-	memcpy(&pkt->e.hdr, d + sizeof(*uh), sizeof(pkt->e.hdr));
 	pkt->e.rhf = uh->rhf;
 	/* the packet's own source fields say the same as the datagram's */
 	if (pkt->e.hdr.slid != uh->src_lid || pkt->e.hdr.sctx != uh->src_ctx) {
