@@ -127,10 +127,13 @@ int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
 struct shim_tid_table;
 int shim_tid_table_create(struct shim_ctx *ctx);
 void shim_tid_table_destroy(struct shim_ctx *ctx);
-/* The udp wire places a TID payload straight from its datagram; the
- * SHIM_RHF_PLACED entry that follows claims the bytes (shim_ctx_tid_place). */
+/* The udp wire places a TID payload straight from its datagram, after the
+ * datagram's MAC and sender were checked, when the handle is live in
+ * this generation, the range inside the registration and the sender
+ * (slid, sctx) the one it was bound to; the SHIM_RHF_PLACED entry that
+ * follows claims the bytes (shim_ctx_tid_place). */
 int shim_tid_place_wire(struct shim_ctx *ctx, uint32_t handle, uint64_t off, const void *src,
-			uint32_t len);
+			uint32_t len, uint16_t slid, uint16_t sctx);
 
 /* SDMA descriptor states and events (shim_sdma.c holds the transition
  * table and its reasoning).  Here so unit tests can drive the state

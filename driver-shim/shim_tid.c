@@ -72,6 +72,8 @@ struct shim_tid_ent {
 	uint16_t gen;
 	uint8_t state;
 	uint8_t rsvd;
+	uint16_t from_lid; /* the sender it was registered for (shim_tid_bind): */
+	uint16_t from_ctx; /* 0, or SHIM_TID_FROM_ANY: anyone */
 	uint16_t prev;   /* idle list links; next is also the free list link */
 	uint16_t next;
 };
@@ -263,6 +265,15 @@ static struct shim_tid_ent *shim_tid_lookup(struct shim_tid_table *t, uint32_t h
 	return e;
 }
 
+/* Whether a packet from (slid, sctx) may be placed into e: only the
+ * sender the registration was bound to, when it was bound. */
+static inline bool shim_tid_from_ok(const struct shim_tid_ent *e, uint16_t slid, uint16_t sctx)
+{
+	if (!e->from_lid || e->from_lid == SHIM_TID_FROM_ANY)
+		return true;
+	return e->from_lid == slid && e->from_ctx == sctx;
+}
+
 /* ---------------------------------------------------------------------
  * API
  */
@@ -284,6 +295,8 @@ int shim_tid_register(struct shim_ctx *ctx, void *buf, size_t len, uint32_t *han
 		if (!e->refcnt) {
 			shim_tid_idle_unlink(t, idx);
 			t->in_use++;
+			e->from_lid = 0; /* a new use: bound again, or by no one */
+			e->from_ctx = 0;
 		}
 		e->refcnt++;
 		e->stamp = ++t->clock;
@@ -314,12 +327,35 @@ int shim_tid_register(struct shim_ctx *ctx, void *buf, size_t len, uint32_t *han
 	e->len = len;
 	e->refcnt = 1;
 	e->wire_placed = 0;
+	e->from_lid = 0;
+	e->from_ctx = 0;
 	e->state = SHIM_TID_CACHED;
 	e->stamp = ++t->clock;
 	t->map[s] = (uint16_t)(idx + 1);
 	t->cached++;
 	t->in_use++;
 	*handle = shim_tid_handle(t, idx);
+	return 0;
+}
+
+int shim_tid_bind(struct shim_ctx *ctx, uint32_t handle, uint16_t lid, uint16_t sctx)
+{
+	struct shim_tid_ent *e;
+
+	if (!ctx || !ctx->tid || !lid || lid == SHIM_TID_FROM_ANY)
+		return -EINVAL;
+	e = shim_tid_lookup(ctx->tid, handle);
+	if (!e)
+		return -EINVAL;
+	/* The first reference binds.  A range another live receive already
+	 * holds for another sender (overlapping receive buffers, which MPI
+	 * forbids) takes packets from either: the registration is shared. */
+	if (e->refcnt == 1 || !e->from_lid) {
+		e->from_lid = lid;
+		e->from_ctx = sctx;
+	} else if (e->from_lid != lid || e->from_ctx != sctx) {
+		e->from_lid = SHIM_TID_FROM_ANY;
+	}
 	return 0;
 }
 
@@ -409,6 +445,7 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 	struct shim_tid_ent *te;
 	const uint8_t *src;
 	uint32_t rhf, paylen, handle;
+	uint16_t slid, sctx;
 	uint64_t off;
 
 	if (!ctx || !ctx->tid || !e)
@@ -419,10 +456,15 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 	paylen = e->hdr.paylen;
 	handle = e->hdr.p.tid.handle;
 	off = e->hdr.p.tid.offset;
+	slid = e->hdr.slid;
+	sctx = e->hdr.sctx;
 	if (!(rhf & SHIM_RHF_TID))
 		return -EINVAL;
 	te = shim_tid_lookup(ctx->tid, handle);
 	if (!te)
+		return -EINVAL;
+	/* the wire checked the sender when it placed (PLACED reports) */
+	if (!(rhf & SHIM_RHF_PLACED) && !shim_tid_from_ok(te, slid, sctx))
 		return -EINVAL;
 	/* Placed by the udp wire already: the entry only reports it, and
 	 * only bytes this process's own wire placed count (a forged entry in
@@ -451,14 +493,15 @@ int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 }
 
 int shim_tid_place_wire(struct shim_ctx *ctx, uint32_t handle, uint64_t off, const void *src,
-			uint32_t len)
+			uint32_t len, uint16_t slid, uint16_t sctx)
 {
 	struct shim_tid_ent *te;
 
 	if (!ctx || !ctx->tid)
 		return -EINVAL;
 	te = shim_tid_lookup(ctx->tid, handle);
-	if (!te || off > te->len || len > te->len - off || te->wire_placed + (uint64_t)len > UINT32_MAX)
+	if (!te || !shim_tid_from_ok(te, slid, sctx) || off > te->len || len > te->len - off ||
+	    te->wire_placed + (uint64_t)len > UINT32_MAX)
 		return -EINVAL;
 	memcpy((uint8_t *)te->vaddr + off, src, len);
 	te->wire_placed += len;

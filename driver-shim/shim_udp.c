@@ -883,7 +883,7 @@ int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt)
 		if (rc)
 			return rc;
 		rc = shim_tid_place_wire(ctx, pkt->e.hdr.p.tid.handle, pkt->e.hdr.p.tid.offset, pkt->pay,
-					 pkt->e.hdr.paylen);
+					 pkt->e.hdr.paylen, pkt->e.hdr.slid, pkt->e.hdr.sctx);
 		rhf = rc ? SHIM_RHF_ERR_LEN : SHIM_RHF_TID | SHIM_RHF_PLACED;
 	} else {
 		if (pkt->e.rhf & SHIM_RHF_EGR)

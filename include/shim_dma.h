@@ -44,6 +44,12 @@ struct shim_tid_stats {
 /* Lock needed: the owner's endpoint lock (the table is per context). */
 int shim_tid_register(struct shim_ctx *ctx, void *buf, size_t len, uint32_t *handle);
 int shim_tid_release(struct shim_ctx *ctx, uint32_t handle);          /* drop a reference */
+/* Only packets from the sender (lid, ctx) are placed into the
+ * registration from now on (the rendezvous peer the CTS went to): a
+ * packet of another sender naming the handle is dropped (-EINVAL).  An
+ * unbound registration takes any sender's. */
+#define SHIM_TID_FROM_ANY 0xffffu
+int shim_tid_bind(struct shim_ctx *ctx, uint32_t handle, uint16_t lid, uint16_t sctx);
 int shim_tid_invalidate(struct shim_ctx *ctx, const void *buf, size_t len);
 void shim_tid_stats(const struct shim_ctx *ctx, struct shim_tid_stats *st);
 /* Place the payload of a SHIM_RHF_TID entry: 0, or -EINVAL (unknown or

@@ -876,6 +876,8 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 			return -FI_EAGAIN; /* TID table full of live receives */
 		}
 		x->ntid++;
+		/* only the rendezvous sender's packets may land in it */
+		shim_tid_bind(ep->shim, x->tid[i], peer->lid, peer->ctx);
 		cts.tid[i] = x->tid[i];
 		cts.len[i] = liov[i].iov_len;
 	}

@@ -476,6 +476,55 @@ static void test_tid_place(void **state)
 	free(mem);
 }
 
+/* A registration bound to its rendezvous sender takes only that sender's
+ * packets, on either wire; a new use of a cached range starts unbound. */
+static void test_tid_bind(void **state)
+{
+	uint8_t *buf = malloc(4096), data[256];
+	struct t_pair t;
+	uint32_t h, h2;
+
+	(void)state;
+	assert_non_null(buf);
+	t_pair_open(&t);
+	memset(buf, T_GUARD, 4096);
+	t_fill(data, sizeof(data), 3);
+	assert_int_equal(shim_tid_register(t.ctx, buf, 4096, &h), 0);
+	assert_int_equal(shim_tid_bind(t.ctx, h, 0, 1), -EINVAL);
+	assert_int_equal(shim_tid_bind(t.ctx, h, SHIM_TID_FROM_ANY, 1), -EINVAL);
+	assert_int_equal(shim_tid_bind(t.ctx, h ^ (1u << 16), 7, 1), -EINVAL);
+	assert_int_equal(shim_tid_bind(t.ctx, h, 7, 1), 0);
+	/* the udp wire: another lid, another context of the same lid */
+	assert_int_equal(shim_tid_place_wire(t.ctx, h, 0, data, 100, 8, 1), -EINVAL);
+	assert_int_equal(shim_tid_place_wire(t.ctx, h, 0, data, 100, 7, 2), -EINVAL);
+	assert_int_equal(shim_tid_place_wire(t.ctx, h, 0, data, 100, 0, 0), -EINVAL);
+	for (size_t i = 0; i < 4096; i++)
+		assert_int_equal(buf[i], T_GUARD);
+	assert_int_equal(shim_tid_place_wire(t.ctx, h, 10, data, 100, 7, 1), 0);
+	assert_memory_equal(buf + 10, data, 100);
+	/* the shm wire: the ring entry's sender (slid 0 here) is not 7 */
+	assert_int_equal(t_tid_roundtrip(&t, h, 200, data, 64), -EINVAL);
+	assert_int_equal(buf[200], T_GUARD);
+	/* a second live receive of the same range for another sender: either */
+	assert_int_equal(shim_tid_register(t.ctx, buf, 4096, &h2), 0);
+	assert_int_equal(h2, h);
+	assert_int_equal(shim_tid_bind(t.ctx, h2, 9, 1), 0);
+	assert_int_equal(shim_tid_place_wire(t.ctx, h, 300, data, 10, 9, 1), 0);
+	assert_int_equal(shim_tid_place_wire(t.ctx, h, 310, data, 10, 7, 1), 0);
+	assert_int_equal(shim_tid_release(t.ctx, h), 0);
+	assert_int_equal(shim_tid_release(t.ctx, h), 0);
+	/* cached, used again: unbound until bound */
+	assert_int_equal(shim_tid_register(t.ctx, buf, 4096, &h2), 0);
+	assert_int_equal(h2, h);
+	assert_int_equal(t_tid_roundtrip(&t, h2, 200, data, 64), 0);
+	assert_memory_equal(buf + 200, data, 64);
+	assert_int_equal(shim_tid_bind(t.ctx, h2, 0x20, 3), 0);
+	assert_int_equal(shim_tid_place_wire(t.ctx, h2, 0, data, 10, 7, 1), -EINVAL);
+	assert_int_equal(shim_tid_release(t.ctx, h2), 0);
+	t_pair_close(&t);
+	free(buf);
+}
+
 /* Random register / release / invalidate against a reference model of
  * the cache: hits, LRU victims, -ENOSPC and the counters must agree
  * after every step (exercises map deletion inside long probe clusters). */
@@ -1081,6 +1130,7 @@ int main(void)
 		cmocka_unit_test(test_tid_evict),
 		cmocka_unit_test(test_tid_model),
 		cmocka_unit_test(test_tid_place),
+		cmocka_unit_test(test_tid_bind),
 		cmocka_unit_test(test_tid_free_reuse),
 		cmocka_unit_test(test_sdma_states),
 		cmocka_unit_test(test_sdma_large),
