@@ -87,6 +87,7 @@ struct opx_params {
 	size_t eager_max;     /* FI_OPX_EAGER_MAX: largest (multi-packet) eager message */
 	size_t max_msg_size;  /* advertised: rendezvous has no limit of its own */
 	size_t ux_max_bytes;  /* FI_OPX_UX_MAX_BYTES: unexpected payload bound per endpoint */
+	size_t ux_peer_max_bytes; /* FI_OPX_UX_PEER_MAX_BYTES: of it, per sender at most */
 	int jkey;             /* FI_OPX_JKEY, else from the job identity (opx_jkey_src) */
 	int jkey_src;         /* OPX_JKEY_SRC_*: where jkey came from */
 	int spin_count;       /* FI_OPX_SPIN_COUNT: empty polls before yielding */

@@ -102,7 +102,22 @@ struct opx_ux {
 	uint64_t cookie;            /* rendezvous */
 	struct opx_rts_payload rts;
 	uint8_t *buf;               /* eager payload (inl or heap) */
+	size_t cost;                /* bytes counted against the bounds (opx_ux_get) */
+	uint32_t src_key;           /* the sender's slid << 16 | sctx (per-source count) */
+	uint8_t src_count;          /* where cost was counted: OPX_UX_SRC_* */
 	uint8_t inl[64];
+};
+
+/* Unexpected bytes of one sender (opx_match.c): open addressing by
+ * slid << 16 | sctx; senders beyond OPX_UX_SRC_SLOTS share one count. */
+#define OPX_UX_SRC_SLOTS 256u
+#define OPX_UX_SRC_NONE 0u   /* not counted per sender (no memory for the table) */
+#define OPX_UX_SRC_OWN 1u    /* in the sender's slot */
+#define OPX_UX_SRC_SHARED 2u /* in the slot the senders beyond the table share */
+struct opx_ux_src {
+	uint32_t key;
+	bool used;
+	size_t bytes;
 };
 
 /* Rendezvous send waiting for DONE (pull) or for its SDMA pushes (CTS). */
@@ -230,6 +245,11 @@ struct opx_ep {
 	struct opx_list ux_tag;
 	struct opx_list ux_msg;
 	size_t ux_bytes;
+	/* per sender (opx_ux_src_over): NULL until the first unexpected
+	 * message; slot OPX_UX_SRC_SLOTS counts the senders beyond the table */
+	struct opx_ux_src *ux_src;
+	uint32_t ux_srcs;             /* senders with unexpected bytes now */
+	size_t ux_slack;              /* what the receive ring can hold (opx_rx_advertise) */
 	size_t posted_cnt;
 	struct opx_mp_state mp;
 	struct opx_list req_free;
@@ -277,6 +297,7 @@ struct opx_ep {
 		uint64_t drained_ns;  /* when a poll last found the socket empty */
 		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
 		uint64_t dups, stashed, beyond_window, ring_full, peers_dead;
+		uint64_t ux_held;     /* packets held: their sender was over its share */
 	} rel;
 };
 
@@ -332,13 +353,23 @@ static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 	opx_list_insert_head(&ep->req_free, &req->link);
 }
 void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
-struct opx_ux *opx_ux_get(struct opx_ep *ep, size_t len);
+/* A descriptor for an unexpected message of sender (slid, sctx) holding
+ * len payload bytes; NULL when the sender is over its share of the bound
+ * (opx_ux_src_over, with the ring's slack): the packet stays queued. */
+struct opx_ux *opx_ux_get(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t len);
+void opx_ux_src_refund(struct opx_ep *ep, const struct opx_ux *ux);
+/* Whether sender (slid, sctx) may not add unexpected bytes now: it holds
+ * FI_OPX_UX_PEER_MAX_BYTES, or the endpoint holds FI_OPX_UX_MAX_BYTES +
+ * slack and the sender at least its fair share of that (the bound over
+ * the senders holding any).  A sender with less never waits for the
+ * others: one sender cannot block the rest. */
+bool opx_ux_src_over(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t slack);
+void opx_ux_src_fini(struct opx_ep *ep);
 /* An unexpected-message descriptor back to the pool, its bytes off the bound. */
 static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
 {
-	size_t len = ux->rndv ? 0 : ux->len;
-
-	ep->ux_bytes -= sizeof(*ux) + (len > sizeof(ux->inl) ? len : 0);
+	opx_ux_src_refund(ep, ux);
+	ep->ux_bytes -= ux->cost;
 	if (ux->queued)
 		ep->ux_cnt--;
 	if (ux->buf != ux->inl)

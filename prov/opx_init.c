@@ -77,6 +77,7 @@ struct opx_params opx_env = {
 	.eager_max = OPX_DEF_EAGER_MAX,
 	.max_msg_size = OPX_DEF_MAX_MSG_SIZE,
 	.ux_max_bytes = OPX_DEF_UX_MAX_BYTES,
+	.ux_peer_max_bytes = OPX_DEF_UX_MAX_BYTES,
 	.jkey = OPX_DEF_JKEY,
 	.spin_count = OPX_DEF_SPIN_COUNT,
 	.sleep_ms = OPX_DEF_SLEEP_MS,
@@ -131,6 +132,10 @@ static void opx_params_define(void)
 	fi_param_define(&opx_prov, "UX_MAX_BYTES", FI_PARAM_SIZE_T,
 			"Bound on unexpected message payload buffered per endpoint (default: %zu)",
 			OPX_DEF_UX_MAX_BYTES);
+	fi_param_define(&opx_prov, "UX_PEER_MAX_BYTES", FI_PARAM_SIZE_T,
+			"Of that bound, what one sender may hold at most; beyond it, or beyond its "
+			"fair share once the endpoint's bound is reached, its packets are held "
+			"back while other senders' keep flowing (default: FI_OPX_UX_MAX_BYTES)");
 	fi_param_define(&opx_prov, "JKEY", FI_PARAM_INT,
 			"Job key 1..65535 that peers must share; -1 derives it from FI_OPX_UUID, "
 			"else the launcher's job id, else the uid (default: %d)",
@@ -556,6 +561,8 @@ static void opx_params_load(void)
 		p->inject_size = inject_cap;
 	opx_param_size("INJECT_SIZE", &p->inject_size, 0, inject_cap, false);
 	opx_param_size("UX_MAX_BYTES", &p->ux_max_bytes, 1, SIZE_MAX, false);
+	p->ux_peer_max_bytes = p->ux_max_bytes;
+	opx_param_size("UX_PEER_MAX_BYTES", &p->ux_peer_max_bytes, 1, p->ux_max_bytes, false);
 	opx_param_int("JKEY", &p->jkey, -1, 0xffff);
 	if (p->jkey == 0) {
 		OPX_WARN(FI_LOG_CORE, "FI_OPX_JKEY=0 is reserved, deriving one from the uid\n");

@@ -243,12 +243,30 @@ static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, const struct
 		ep->rel.nacks_sent++;
 }
 
+/* Back-pressure on a sender over its share of the unexpected bound
+ * (opx_ux_src_over): its packets stay in the stash, its acks say HELD
+ * (it waits, it does not time us out) and its send ring fills (its sends
+ * see -FI_EAGAIN), while the receive ring keeps taking the others'. */
+static bool opx_rel_over_share(struct opx_ep *ep, struct opx_rel_flow *f,
+			       const struct shim_peer *peer)
+{
+	if (!ep->ux_bytes || !opx_ux_src_over(ep, peer->lid, peer->ctx, 0))
+		return false;
+	f->held = true;
+	ep->rel.ux_held++;
+	return true;
+}
+
 /* In order: into the receive ring.  -FI_EAGAIN when the ring is full
  * (the packet stays where it is and is tried again). */
 static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f,
 			   const struct shim_udp_pkt *pkt, uint64_t now)
 {
-	int rc = shim_udp_deliver(ep->shim, pkt);
+	int rc;
+
+	if (opx_rel_over_share(ep, f, pkt->peer))
+		return -FI_EAGAIN;
+	rc = shim_udp_deliver(ep->shim, pkt);
 
 	f->held = rc == -EAGAIN;
 	if (rc == -EAGAIN) {
@@ -292,6 +310,8 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 			return -FI_EAGAIN;
 		pkts[i] = &s->pkt;
 	}
+	if (opx_rel_over_share(ep, f, pkts[0]->peer))
+		return -FI_EAGAIN;
 	rc = shim_udp_deliver_n(ep->shim, pkts, n);
 	f->held = rc == -EAGAIN;
 	if (rc == -EAGAIN) {

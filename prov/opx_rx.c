@@ -54,6 +54,10 @@ void opx_rx_advertise(struct opx_ep *ep)
 	if (lim > UINT32_MAX)
 		lim = UINT32_MAX;
 	ep->rx_eager_max = (uint32_t)lim;
+	/* what the receive ring can hold as unexpected descriptors: taken
+	 * beyond the bound, so that the ring never stops for its contents */
+	ep->ux_slack = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK +
+		       (size_t)(rx->hdrq_mask + 1) * sizeof(struct opx_ux) + lim;
 	ep->rx_csum = opx_env.checksum;
 	rx->ctl->rx_eager_max = (uint32_t)lim;
 	rx->ctl->rx_flags = opx_env.checksum ? SHIM_RXF_CSUM : 0;
@@ -133,7 +137,7 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
 	}
 	if (opx_rx_defer(ep))
 		return -FI_EAGAIN;
-	ux = opx_ux_get(ep, h->paylen);
+	ux = opx_ux_get(ep, h->slid, h->sctx, h->paylen);
 	if (!ux)
 		return -FI_EAGAIN;
 	opx_ux_enqueue(ep, ux, h, src, pay);
@@ -188,7 +192,7 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 
 		if (opx_rx_defer(ep))
 			return -FI_EAGAIN;
-		ux = opx_ux_get(ep, total);
+		ux = opx_ux_get(ep, h->slid, h->sctx, total);
 		if (!ux)
 			return -FI_EAGAIN;
 		if (mp->active)
@@ -290,7 +294,7 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		opx_rx_drop_reason(ep, OPX_DROP_RTS);
 		return 0;
 	}
-	ux = opx_ux_get(ep, 0);
+	ux = opx_ux_get(ep, h->slid, h->sctx, 0);
 	if (!ux)
 		return -FI_EAGAIN;
 	src = opx_ep_src(ep, h->slid, h->sctx);
@@ -355,7 +359,7 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	}
 	if (opx_rx_defer(ep))
 		return -FI_EAGAIN;
-	ux = opx_ux_get(ep, len);
+	ux = opx_ux_get(ep, h->slid, h->sctx, len);
 	if (!ux)
 		return -FI_EAGAIN;
 	ux->tag = h->tag;

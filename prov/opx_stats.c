@@ -216,6 +216,7 @@ static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx
 		uint64_t counts[OPX_WIRE_DROP_REASONS];
 		unsigned int n = opx_stats_wire_drops(ep, names, counts);
 
+		fprintf(f, ", \"ux_held\": %" PRIu64, ep->rel.ux_held);
 		fprintf(f, ", \"wire_drops\": {");
 		for (i = 0; i < n; i++)
 			fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", names[i], counts[i]);
@@ -246,8 +247,10 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 	if (ep->udp && ep->rel.flows)
 		fprintf(stderr,
 			"  udp wire: retransmits %" PRIu64 ", duplicates %" PRIu64 ", nacks %" PRIu64
-			", timeouts %" PRIu64 ", dead peers %" PRIu64 "\n",
-			st->retransmits, st->duplicates, st->nacks, ep->rel.timeouts, st->peer_timeouts);
+			", timeouts %" PRIu64 ", dead peers %" PRIu64
+			", held for a sender over its unexpected share %" PRIu64 "\n",
+			st->retransmits, st->duplicates, st->nacks, ep->rel.timeouts, st->peer_timeouts,
+			ep->rel.ux_held);
 	if (ep->udp) {
 		const char *names[OPX_WIRE_DROP_REASONS];
 		uint64_t counts[OPX_WIRE_DROP_REASONS];
