@@ -497,6 +497,40 @@ static void shim_udp_link_unref(struct shim_udp_link *l)
 	shim_udp_link_free(l);
 }
 
+int shim_udp_forget(struct shim_peer *peer)
+{
+	struct shim_udp_link *l, **pl;
+	struct shim_udp *u;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP)
+		return -EINVAL;
+	l = ((struct shim_peer_priv *)peer)->link;
+	u = l->udp;
+	if (!u)
+		return -EBUSY; /* the context closed: the last reference frees it */
+	if (!l->dead || atomic_load(&peer->refcnt) > 0 || peer->rel)
+		return -EBUSY;
+	/* the watchdog walks the links under the lock */
+	pthread_mutex_lock(&u->lock);
+	for (pl = &u->hash[shim_udp_hash(l->to.sin_addr.s_addr, l->to.sin_port)]; *pl;
+	     pl = &(*pl)->next)
+		if (*pl == l) {
+			*pl = l->next;
+			break;
+		}
+	for (pl = &u->links; *pl; pl = &(*pl)->all_next)
+		if (*pl == l) {
+			*pl = l->all_next;
+			break;
+		}
+	u->nlinks--;
+	u->st.links_freed++;
+	pthread_mutex_unlock(&u->lock);
+	free(peer->claim);
+	shim_udp_link_free(l);
+	return 0;
+}
+
 void shim_udp_peer_put(struct shim_peer_priv *pp)
 {
 	shim_udp_link_unref(pp->link);

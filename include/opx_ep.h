@@ -295,6 +295,7 @@ struct opx_ep {
 		uint32_t quiet;       /* empty socket polls (the clock every 8th) */
 		uint64_t timers_ns;   /* when opx_rel_timers last ran */
 		uint64_t drained_ns;  /* when a poll last found the socket empty */
+		uint64_t reap_ns;     /* when opx_rel_timers last looked for dead peers */
 		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
 		uint64_t dups, stashed, beyond_window, ring_full, peers_dead;
 		uint64_t ux_held;     /* packets held: their sender was over its share */

@@ -96,6 +96,7 @@ struct shim_udp_stats {
 	uint64_t drop_ident;    /* the header's source disagrees with the address
 				 * it came from, or names another link's peer */
 	uint64_t drop_quota;    /* a new source beyond the context's link cap */
+	uint64_t links_freed;   /* flows of dead peers freed (shim_udp_forget) */
 	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
 	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
 };
@@ -166,8 +167,15 @@ void shim_udp_watch(struct shim_ctx *ctx, uint64_t keepalive_ns);
 void shim_udp_fail(struct shim_peer *peer);
 /* The address the peer told us in its datagrams (lid 0 until it spoke). */
 int shim_udp_peer_addr(const struct shim_peer *peer, struct shim_addr *addr);
-/* Iterate the context's udp flows (NULL starts; NULL at the end). */
+/* Iterate the context's udp flows (NULL starts; NULL at the end).  The
+ * next flow is taken before a flow is forgotten (shim_udp_forget). */
 struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev);
+/* Free the flow of a peer declared dead (shim_udp_fail) that nobody
+ * refers to any more: its memory and its place under the link cap come
+ * back (a datagram from that address later makes a new flow).  The
+ * provider frees its reliability state (peer->rel) first.  0, -EBUSY
+ * (alive, or referenced), -EINVAL. */
+int shim_udp_forget(struct shim_peer *peer);
 /* Send what fault injection held back. */
 void shim_udp_flush(struct shim_ctx *ctx);
 void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st);

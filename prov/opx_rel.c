@@ -114,6 +114,8 @@
 #define OPX_REL_BURST 32u          /* packets sent again per timeout */
 #define OPX_REL_RX_BATCH 16
 #define OPX_REL_MP_MAX 64u         /* packets of one multi-packet eager message */
+#define OPX_REL_STASH_IDLE_NS 1000000000ull
+#define OPX_REL_REAP_NS 100000000ull
 
 struct opx_rel_slot {
 	bool used;
@@ -133,7 +135,11 @@ struct opx_rel_flow {
 	uint32_t stashed;
 	bool held;                 /* the next packet is stashed: our ring is full */
 	uint64_t held_ack_ns;      /* when an ack last said so (SHIM_UDP_ACK_HELD) */
-	struct opx_rel_slot stash[OPX_REL_STASH];
+	/* OPX_REL_STASH slots, allocated when a packet first waits, freed
+	 * OPX_REL_STASH_IDLE_NS after the last one left: an idle peer costs
+	 * this struct and its link, not the ~100 KB of a stash */
+	struct opx_rel_slot *stash;
+	uint64_t stash_idle_ns;    /* when the stash last became empty */
 	/* send */
 	uint32_t acked_seen;       /* ack seen at the last timer check */
 	uint64_t progress_ns;      /* ack progress, or the flow became busy */
@@ -160,10 +166,21 @@ static uint64_t opx_rel_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void opx_rel_stash_free(struct opx_rel_flow *f)
+{
+	if (!f->stash)
+		return;
+	for (uint32_t i = 0; i < OPX_REL_STASH; i++)
+		free(f->stash[i].buf);
+	free(f->stash);
+	f->stash = NULL;
+}
+
 static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 {
-	for (uint32_t i = 0; i < OPX_REL_STASH; i++)
-		f->stash[i].used = false;
+	if (f->stash)
+		for (uint32_t i = 0; i < OPX_REL_STASH; i++)
+			f->stash[i].used = false;
 	f->epoch = epoch;
 	f->expected = 0;
 	f->ack_force = false;
@@ -231,9 +248,9 @@ static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, const struct
 
 	for (uint32_t i = 0; i < 32; i++) {
 		uint32_t psn = f->expected + 1 + i;
-		const struct opx_rel_slot *s = &f->stash[psn % OPX_REL_STASH];
+		const struct opx_rel_slot *s = f->stash ? &f->stash[psn % OPX_REL_STASH] : NULL;
 
-		if (!s->used || s->pkt.uh.psn != psn) {
+		if (!s || !s->used || s->pkt.uh.psn != psn) {
 			holes |= 1u << i;
 			continue;
 		}
@@ -303,6 +320,8 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 	const struct shim_udp_pkt *pkts[OPX_REL_MP_MAX];
 	int rc;
 
+	if (!f->stash)
+		return -FI_EAGAIN;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct opx_rel_slot *s = &f->stash[(f->expected + i) % OPX_REL_STASH];
 
@@ -323,6 +342,8 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 	for (uint32_t i = 0; i < n; i++)
 		f->stash[(f->expected + i) % OPX_REL_STASH].used = false;
 	f->stashed -= n;
+	if (!f->stashed)
+		f->stash_idle_ns = now;
 	f->expected += n;
 	pkts[0]->peer->udp_ack = f->expected;
 	if (!f->ack_due_ns)
@@ -347,14 +368,22 @@ static void opx_rel_drain_stash(struct opx_ep *ep, struct opx_rel_flow *f, uint6
 		if (opx_rel_deliver(ep, f, &s->pkt, now))
 			break;
 		s->used = false;
-		f->stashed--;
+		if (!--f->stashed)
+			f->stash_idle_ns = now;
 	}
 }
 
 static void opx_rel_stash(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt)
 {
-	struct opx_rel_slot *s = &f->stash[pkt->uh.psn % OPX_REL_STASH];
 	uint32_t len = (pkt->e.rhf & SHIM_RHF_EGR) ? pkt->e.hdr.paylen : 0;
+	struct opx_rel_slot *s;
+
+	if (!f->stash) {
+		f->stash = calloc(OPX_REL_STASH, sizeof(*f->stash));
+		if (!f->stash)
+			return; /* replay brings it back */
+	}
+	s = &f->stash[pkt->uh.psn % OPX_REL_STASH];
 
 	if (s->used) {
 		ep->rel.dups++; /* the same psn again */
@@ -510,15 +539,48 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	f->timer_ns = now + f->rto_ns;
 }
 
+/* A peer declared dead that nothing of ours refers to (the address
+ * vector removed it, or it was never in it: it only spoke to us) goes
+ * with its flow: its memory and its place under the link cap come back.
+ * The answer cache lets go of it first.  true: p is gone. */
+static bool opx_rel_reap(struct opx_ep *ep, struct shim_peer *p)
+{
+	for (size_t i = 0; i < OPX_ANON_PEERS; i++)
+		if (ep->anon[i] == p) {
+			ep->anon[i] = NULL;
+			shim_peer_close(p);
+		}
+	if (atomic_load(&p->refcnt) > 0)
+		return false;
+	if (p->rel) {
+		opx_rel_stash_free(p->rel);
+		free(p->rel);
+		p->rel = NULL;
+	}
+	return shim_udp_forget(p) == 0;
+}
+
 static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 {
-	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p)) {
-		struct opx_rel_flow *f = opx_rel_flow(p);
+	/* dead peers are looked for every OPX_REL_REAP_NS, not every tick */
+	bool reap = shim_udp_since(now, ep->rel.reap_ns) > OPX_REL_REAP_NS;
+	struct shim_peer *next;
 
+	if (reap)
+		ep->rel.reap_ns = now;
+	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = next) {
+		struct opx_rel_flow *f;
+
+		next = shim_udp_next(ep->shim, p);
+		if (reap && !shim_peer_alive(p) && opx_rel_reap(ep, p))
+			continue;
+		f = opx_rel_flow(p);
 		if (!f)
 			continue;
 		if (f->stashed)
 			opx_rel_drain_stash(ep, f, now);
+		else if (f->stash && shim_udp_since(now, f->stash_idle_ns) > OPX_REL_STASH_IDLE_NS)
+			opx_rel_stash_free(f);
 		/* a datagram that went meanwhile carried the ack */
 		if (f->ack_due_ns && p->udp_ack_sent == f->expected)
 			f->ack_due_ns = 0;
@@ -663,8 +725,7 @@ void opx_rel_fini(struct opx_ep *ep)
 
 		if (!f)
 			continue;
-		for (uint32_t i = 0; i < OPX_REL_STASH; i++)
-			free(f->stash[i].buf);
+		opx_rel_stash_free(f);
 		free(f);
 		p->rel = NULL;
 	}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_ux_quota.c - no sender can block the others (issue 28, item 5):
- * the unexpected-message bound is shared out per sender.
+ * test_bounds.c - what a udp peer may cost a receiver (issue 28, items 4
+ * and 5).  No sender can block the others: the unexpected-message bound
+ * is shared out per sender.
  *  - the accounting (opx_ux_get / opx_ux_put with made-up senders): a
  *    sender over its fair share is refused while one under it is not;
  *    FI_OPX_UX_PEER_MAX_BYTES caps one sender; 300 senders (more than
@@ -12,10 +13,15 @@
  *    completes with its data while the flood goes on, the victim's
  *    unexpected bytes stay within the bound plus its receive ring, the
  *    flooder was held back (ux_held), and once the victim receives the
- *    flood every message arrives, in order, data checked.
+ *    flood every message arrives, in order, data checked;
+ *  - an idle peer's cost: 64 endpoints of another process each send one
+ *    message; the receiver's resident memory per peer is printed and
+ *    bounded; once that process is killed its peers are declared dead and
+ *    their flows freed (links_freed), none left.
  * Every loop is bounded in count and time.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +31,7 @@
 
 #include "fixture.h"
 #include "opx_ep.h"
+#include "shim_udp_wire.h"
 
 #define TQ_WAIT_MS 30000u
 #define TQ_BOUND (1u << 20)     /* the victim's FI_OPX_UX_MAX_BYTES */
@@ -229,7 +236,7 @@ static pid_t tq_spawn(const char *role, int *wfd)
 
 		close(p[1]);
 		snprintf(r, sizeof(r), "%d", p[0]);
-		execl("/proc/self/exe", "test_ux_quota", role, r, (char *)NULL);
+		execl("/proc/self/exe", "test_bounds", role, r, (char *)NULL);
 		_exit(127);
 	}
 	close(p[0]);
@@ -342,17 +349,168 @@ static void test_quota_flood_udp(void **state)
 	fx_close(&e);
 }
 
+/* ---------------------------------------------------------------------
+ * Idle peers, and dead ones freed.
+ */
+#define TB_PEERS 64u
+#define TB_TAG_IDLE 0x400u
+
+/* Child: TB_PEERS endpoints each send one 8-byte message to the victim
+ * (its name on rfd), then "d" on wfd; it waits for EOF on rfd (or
+ * TQ_WAIT_MS) and exits without closing anything (as a crash would). */
+static void tb_child_many(int rfd, int wfd)
+{
+	static struct fid_ep *eps[TB_PEERS];
+	uint64_t msg = 0x1122334455667788ull, end = fx_now_ms() + TQ_WAIT_MS;
+	char victim[64], c;
+	struct fx_env e;
+	fi_addr_t to;
+	unsigned done = 0;
+
+	if (read(rfd, victim, sizeof(victim)) <= 0 || fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED) ||
+	    fi_av_insert(e.av, victim, 1, &to, 0, NULL) != 1)
+		_exit(2);
+	eps[0] = e.ep; /* its AV's endpoint speaks first: one of the peers */
+	for (unsigned i = 1; i < TB_PEERS; i++)
+		if (fi_endpoint(e.domain, e.info, &eps[i], NULL) ||
+		    fi_ep_bind(eps[i], &e.cq->fid, FI_TRANSMIT | FI_RECV) ||
+		    fi_ep_bind(eps[i], &e.av->fid, 0) || fi_enable(eps[i]))
+			_exit(3);
+	for (unsigned i = 0; i < TB_PEERS; i++)
+		while (fi_tsend(eps[i], &msg, sizeof(msg), NULL, to, TB_TAG_IDLE, NULL) == -FI_EAGAIN)
+			if (fx_now_ms() > end || fi_cq_read(e.cq, NULL, 0) < -FI_EAGAIN)
+				_exit(4);
+	while (done < TB_PEERS && fx_now_ms() < end) {
+		struct fi_cq_tagged_entry ent;
+
+		if (fi_cq_read(e.cq, &ent, 1) == 1)
+			done++;
+	}
+	if (done < TB_PEERS || write(wfd, "d", 1) != 1)
+		_exit(5);
+	while (read(rfd, &c, 1) > 0 && fx_now_ms() < end)
+		;
+	_exit(0);
+}
+
+static long tb_rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static unsigned tb_links(struct opx_ep *ep)
+{
+	unsigned n = 0;
+
+	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p))
+		n++;
+	return n;
+}
+
+static void test_bounds_idle_peers(void **state)
+{
+	static uint64_t got[TB_PEERS];
+	struct shim_udp_stats st;
+	struct fx_env e;
+	struct opx_ep *ep;
+	char me[64], c;
+	size_t ml = sizeof(me);
+	int down[2], up[2];
+	long before, after;
+	uint64_t end;
+	pid_t pid;
+	int rc;
+
+	(void)state;
+	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
+	ep = tq_ep(&e);
+	if (!ep->udp) {
+		fx_close(&e);
+		skip();
+	}
+	assert_int_equal(fi_getname(&e.ep->fid, me, &ml), 0);
+	for (unsigned i = 0; i < TB_PEERS; i++)
+		assert_int_equal(fi_trecv(e.ep, &got[i], sizeof(got[i]), NULL, FI_ADDR_UNSPEC,
+					  TB_TAG_IDLE, 0, &got[i]), 0);
+	assert_int_equal(pipe(down), 0);
+	assert_int_equal(pipe(up), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char r[16], w[16];
+
+		close(down[1]);
+		close(up[0]);
+		snprintf(r, sizeof(r), "%d", down[0]);
+		snprintf(w, sizeof(w), "%d", up[1]);
+		execl("/proc/self/exe", "test_bounds", "many", r, w, (char *)NULL);
+		_exit(127);
+	}
+	close(down[0]);
+	close(up[1]);
+	assert_int_equal(tb_links(ep), 0);
+	before = tb_rss_kib();
+	assert_int_equal(write(down[1], me, ml), (ssize_t)ml);
+	/* every peer's message, then the child says it saw them complete */
+	for (unsigned i = 0; i < TB_PEERS; i++) {
+		assert_int_equal(fx_cq_wait(e.cq, &got[i], TQ_WAIT_MS, NULL), 0);
+		assert_int_equal(got[i], 0x1122334455667788ull);
+	}
+	end = fx_now_ms() + TQ_WAIT_MS;
+	for (;;) {
+		struct pollfd pf = {.fd = up[0], .events = POLLIN};
+
+		fi_cq_read(e.cq, NULL, 0);
+		if (poll(&pf, 1, 0) == 1)
+			break;
+		assert_true(fx_now_ms() < end);
+	}
+	assert_int_equal(read(up[0], &c, 1), 1);
+	after = tb_rss_kib();
+	assert_int_equal(tb_links(ep), TB_PEERS);
+	print_message("      %u idle udp peers: receiver RSS %ld -> %ld KiB, %ld bytes per peer\n",
+		      TB_PEERS, before, after, (after - before) * 1024 / (long)TB_PEERS);
+	assert_true((after - before) * 1024 / (long)TB_PEERS <= 32 * 1024);
+	/* the process dies: its peers are declared dead (FI_OPX_PEER_TIMEOUT)
+	 * and, nothing of ours referring to them, freed */
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &rc, 0), pid);
+	end = fx_now_ms() + TQ_WAIT_MS;
+	do {
+		fi_cq_read(e.cq, NULL, 0);
+		shim_udp_stats(ep->shim, &st);
+	} while (st.links_freed < TB_PEERS && fx_now_ms() < end);
+	assert_int_equal(st.links_freed, TB_PEERS);
+	assert_int_equal(tb_links(ep), 0);
+	close(down[1]);
+	close(up[0]);
+	fx_close(&e);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_quota_fair_share),
 		cmocka_unit_test(test_quota_many_senders),
 		cmocka_unit_test(test_quota_flood_udp),
+		cmocka_unit_test(test_bounds_idle_peers),
 	};
 	char bound[32];
 
 	if (argc == 3 && !strcmp(argv[1], "flood"))
 		tq_child(atoi(argv[2]), TQ_TAG_FLOOD, TQ_FLOOD_MSGS, TQ_FLOOD_LEN);
+	if (argc == 4 && !strcmp(argv[1], "many"))
+		tb_child_many(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "good"))
 		tq_child(atoi(argv[2]), TQ_TAG_GOOD, 1, TQ_FLOOD_LEN);
 	/* before the provider reads its parameters (children inherit) */
@@ -363,5 +521,6 @@ int main(int argc, char **argv)
 	setenv("FI_OPX_AUTH_KEY", "5175f0a7c3e1d2b4a69788b6c5d4e3f20112233445566778899aabbccddeeff0",
 	       1);
 	unsetenv("FI_OPX_AUTH");
+	setenv("FI_OPX_PEER_TIMEOUT", "1", 1);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
