@@ -204,6 +204,10 @@ static uint32_t t_links(struct shim_ctx *c)
 	return n;
 }
 
+/* When set, t_forge lets it shape a DATA datagram's headers (an opcode,
+ * a TID placement) before the CRC and the seal. */
+static void (*t_forge_shape)(struct shim_udp_hdr *uh, struct shim_pkt_hdr *ph);
+
 /* A datagram built the way the shim builds one: right magic, version,
  * job key, CRC and sessions; sealed in mode with key (or not at all).
  * The header names src (its address and identity) whoever sends it. */
@@ -238,6 +242,8 @@ static size_t t_forge(uint8_t *buf, uint8_t type, const struct shim_ctx *src,
 		t_fill_hdr(&ph, src, 999999, T_PAY);
 		ph.jkey = jkey;
 		memset(pay, 0xee, sizeof(pay)); /* foreign bytes */
+		if (t_forge_shape)
+			t_forge_shape(&uh, &ph);
 		crc = shim_crc32c(0, &uh, sizeof(uh));
 		crc = shim_crc32c(crc, &ph, sizeof(ph));
 		crc = shim_crc32c_wide(crc, pay, sizeof(pay));
@@ -305,6 +311,79 @@ static void test_auth_forged_data(void **state)
 	t_no_reply(&t, 50);
 	t_good_flows(&t);
 	t_close(&t);
+}
+
+/* One-sided requests (whatever keys they name: the forger may guess
+ * right) and expected-receive data aimed at a live registration of v's
+ * during a large receive: without the secret none is read beyond its
+ * tag; the registered buffer keeps its bytes. */
+static uint32_t t_tid_handle;
+static uint8_t t_opcode;
+
+static void t_shape_tid(struct shim_udp_hdr *uh, struct shim_pkt_hdr *ph)
+{
+	uh->rhf = SHIM_RHF_EGR | SHIM_RHF_TID;
+	ph->opcode = 7; /* OPX_OP_DATA */
+	ph->p.tid.handle = t_tid_handle;
+	ph->p.tid.offset = 0;
+}
+
+static void t_shape_op(struct shim_udp_hdr *uh, struct shim_pkt_hdr *ph)
+{
+	(void)uh;
+	ph->opcode = t_opcode;
+	ph->p.u64[0] = 1;    /* a provider key counting from 1 */
+	ph->p.u64[1] = 4096; /* an offset into it */
+}
+
+static void test_auth_forged_rma_tid(void **state)
+{
+	static const uint8_t ops[] = {11, 12, 13}; /* OPX_OP_RMA_WRITE, _READ, _ATOMIC */
+	uint8_t buf[512], *target = malloc(8192);
+	struct shim_udp_stats st0, st1;
+	struct t_env t;
+	uint32_t links, sent = 0;
+	size_t n;
+
+	(void)state;
+	assert_non_null(target);
+	memset(target, 0x5a, 8192);
+	t_open(&t, SHIM_AUTH_HEADER, 0);
+	t_good_flows(&t);
+	assert_int_equal(shim_tid_register(t.v, target, 8192, &t_tid_handle), 0);
+	assert_int_equal(shim_tid_bind(t.v, t_tid_handle, t.g->rx.lid, t.g->rx.ctx), 0);
+	links = t_links(t.v);
+	shim_udp_stats(t.v, &st0);
+	for (int i = 0; i < 20; i++) {
+		t_forge_shape = t_shape_tid;
+		n = t_forge(buf, SHIM_UDP_DATA, t.g, t.v->nonce, T_JKEY, SHIM_AUTH_HEADER,
+			    t_wrong_key, (uint32_t)i);
+		t_send_forged(&t, buf, n);
+		n = t_forge(buf, SHIM_UDP_DATA, t.g, t.v->nonce, T_JKEY, SHIM_AUTH_OFF, NULL,
+			    (uint32_t)i);
+		t_send_forged(&t, buf, n);
+		sent += 2;
+		for (size_t k = 0; k < sizeof(ops); k++) {
+			t_opcode = ops[k];
+			t_forge_shape = t_shape_op;
+			n = t_forge(buf, SHIM_UDP_DATA, t.g, t.v->nonce, T_JKEY, SHIM_AUTH_HEADER,
+				    t_wrong_key, (uint32_t)i);
+			t_send_forged(&t, buf, n);
+			sent++;
+		}
+	}
+	t_forge_shape = NULL;
+	t_v_drain(&t, st0.rx_datagrams, sent);
+	shim_udp_stats(t.v, &st1);
+	assert_int_equal(st1.drop_mac - st0.drop_mac, sent);
+	assert_int_equal(t_links(t.v), links);
+	for (size_t i = 0; i < 8192; i++)
+		assert_int_equal(target[i], 0x5a);
+	t_no_reply(&t, 50);
+	t_good_flows(&t);
+	assert_int_equal(shim_tid_release(t.v, t_tid_handle), 0);
+	t_close(&t);
+	free(target);
 }
 
 /* A job-key sweep without the secret: every key is refused the same way
@@ -596,6 +675,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_auth_coverage),
 		cmocka_unit_test(test_auth_forged_data),
+		cmocka_unit_test(test_auth_forged_rma_tid),
 		cmocka_unit_test(test_auth_jkey_sweep),
 		cmocka_unit_test(test_auth_replay_other_address),
 		cmocka_unit_test(test_auth_forged_control),
