@@ -208,7 +208,19 @@ struct opx_domain {
 	_Atomic int refcnt; /* av, cq, cntr, ep, mr */
 	struct opx_mr_table mr_table;
 	uint64_t next_mr_key;
+	struct opx_auto *autop; /* FI_PROGRESS_AUTO: the progress thread (opx_auto.c) */
+	bool auto_self;         /* lock held: the progress thread is progressing */
 };
+
+/* opx_auto.c: the progress thread of a FI_PROGRESS_AUTO domain.  Start at
+ * domain open, stop at close; endpoints join at fi_enable and leave at
+ * close (lock held). */
+struct opx_auto;
+struct opx_ep;
+int opx_auto_start(struct opx_domain *d);
+void opx_auto_stop(struct opx_domain *d);
+int opx_auto_add_locked(struct opx_domain *d, struct opx_ep *ep);
+void opx_auto_remove_locked(struct opx_domain *d, struct opx_ep *ep);
 
 int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
 		    void *context);

@@ -280,6 +280,7 @@ struct opx_ep {
 	/* telemetry (<rdma/opx_ext.h>, opx_stats.c): plain adds, no atomics */
 	struct opx_stats stats;
 	size_t ux_cnt;                /* unexpected messages queued now */
+	uint64_t app_progress;        /* progress calls not from the progress thread */
 	uint64_t rx_dropped;
 	uint64_t drops[OPX_DROP_MAX]; /* by enum opx_drop_reason */
 	uint32_t drops_logged;        /* bit per reason: first drop logged */

@@ -30,6 +30,7 @@ static int opx_domain_close(struct fid *fid)
 			 atomic_load(&d->refcnt));
 		return -FI_EBUSY;
 	}
+	opx_auto_stop(d);
 	atomic_fetch_sub(&d->fabric->refcnt, 1);
 	opx_mr_table_free(&d->mr_table);
 	opx_lock_destroy(&d->lock);
@@ -114,6 +115,7 @@ int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 {
 	struct opx_fabric *fab;
 	struct opx_domain *d;
+	bool auto_progress;
 	char name[32];
 	int unit;
 
@@ -144,9 +146,22 @@ int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	if (info->domain_attr && info->domain_attr->threading != FI_THREAD_UNSPEC)
 		d->threading = info->domain_attr->threading;
 	d->mr_mode = info->domain_attr ? (uint64_t)info->domain_attr->mr_mode : 0;
-	opx_lock_init(&d->lock, opx_domain_needs_lock(d->threading));
+	auto_progress = info->domain_attr &&
+			(info->domain_attr->control_progress == FI_PROGRESS_AUTO ||
+			 info->domain_attr->data_progress == FI_PROGRESS_AUTO);
+	/* a progress thread shares every object with the application */
+	opx_lock_init(&d->lock, auto_progress || opx_domain_needs_lock(d->threading));
 	atomic_init(&d->refcnt, 0);
 	d->next_mr_key = 1; /* key 0 stays unused so a zeroed key is never valid */
+	if (auto_progress) {
+		int rc = opx_auto_start(d);
+
+		if (rc) {
+			opx_lock_destroy(&d->lock);
+			free(d);
+			return rc;
+		}
+	}
 
 	d->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
 	d->domain_fid.fid.context = context;

@@ -78,6 +78,8 @@ static int opx_ep_close(struct fid *fid)
 
 	opx_stats_ep_close(ep); /* FI_OPX_STATS */
 	opx_lock_acquire(&domain->lock);
+	if (ep->enabled)
+		opx_auto_remove_locked(domain, ep); /* the progress thread lets go */
 	if (ep->rndv_busy)
 		OPX_INFO(FI_LOG_EP_CTRL, "closing endpoint with %zu rendezvous sends pending\n",
 			 ep->rndv_busy);
@@ -265,6 +267,14 @@ static int opx_ep_control(struct fid *fid, int command, void *arg)
 		if ((!ep->tx_cq && !ep->send_cntr) || (!ep->rx_cq && !ep->recv_cntr))
 			return -FI_ENOCQ;
 		opx_lock_acquire(&ep->domain->lock);
+		if (!ep->enabled) {
+			int rc = opx_auto_add_locked(ep->domain, ep);
+
+			if (rc) {
+				opx_lock_release(&ep->domain->lock);
+				return rc;
+			}
+		}
 		ep->enabled = true;
 		opx_lock_release(&ep->domain->lock);
 		return 0;

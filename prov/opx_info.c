@@ -296,14 +296,15 @@ static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_dom
 	default:
 		OPX_NOMATCH("domain_attr.threading %d\n", (int)h->threading);
 	}
-	/* Manual progress only: an application asking for AUTO relies on
-	 * progress without calling into the provider, which we cannot give. */
+	/* Manual progress by default; AUTO when asked for: a progress thread
+	 * per domain (opx_auto.c). */
 	if (h->control_progress != FI_PROGRESS_UNSPEC &&
-	    h->control_progress != FI_PROGRESS_MANUAL)
-		OPX_NOMATCH("domain_attr.control_progress %s (manual only)\n",
+	    h->control_progress != FI_PROGRESS_MANUAL && h->control_progress != FI_PROGRESS_AUTO)
+		OPX_NOMATCH("domain_attr.control_progress %s\n",
 			    fi_tostr(&h->control_progress, FI_TYPE_PROGRESS));
-	if (h->data_progress != FI_PROGRESS_UNSPEC && h->data_progress != FI_PROGRESS_MANUAL)
-		OPX_NOMATCH("domain_attr.data_progress %s (manual only)\n",
+	if (h->data_progress != FI_PROGRESS_UNSPEC && h->data_progress != FI_PROGRESS_MANUAL &&
+	    h->data_progress != FI_PROGRESS_AUTO)
+		OPX_NOMATCH("domain_attr.data_progress %s\n",
 			    fi_tostr(&h->data_progress, FI_TYPE_PROGRESS));
 	if (h->resource_mgmt != FI_RM_UNSPEC && h->resource_mgmt != FI_RM_ENABLED &&
 	    h->resource_mgmt != FI_RM_DISABLED)
@@ -406,6 +407,11 @@ static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_
 			fi->domain_attr->threading = hd->threading;
 		if (hd->av_type != FI_AV_UNSPEC)
 			fi->domain_attr->av_type = hd->av_type;
+		/* asked for: the domain runs a progress thread (opx_auto.c) */
+		if (hd->control_progress == FI_PROGRESS_AUTO)
+			fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
+		if (hd->data_progress == FI_PROGRESS_AUTO)
+			fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
 		fi->domain_attr->mr_mode = (int)opx_mr_mode_select(version, hd->mr_mode);
 	}
 	/* A destination address in our own format is passed through (node

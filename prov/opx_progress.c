@@ -60,6 +60,9 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 
 	if (!ep->enabled)
 		return;
+	/* the progress thread (FI_PROGRESS_AUTO) looks whether the
+	 * application progresses by itself (opx_auto.c) */
+	ep->app_progress += !ep->domain->auto_self;
 	/* the udp socket: every time once there are udp flows, else now and
 	 * then for a first contact (a system call is not free) */
 	if (__builtin_expect(ep->udp, 0) &&
