@@ -211,8 +211,8 @@ MUT(rx_caps, h->rx_attr->caps = FI_ATOMIC | FI_READ)
 MUT(rx_buffered, h->rx_attr->total_buffered_recv = opx_env.ux_max_bytes + 1)
 MUT(rx_comp_order, h->rx_attr->comp_order = FI_ORDER_DATA)
 MUT(threading_bad, h->domain_attr->threading = (enum fi_threading)99)
-MUT(ctrl_auto, h->domain_attr->control_progress = FI_PROGRESS_AUTO)
-MUT(data_auto, h->domain_attr->data_progress = FI_PROGRESS_AUTO)
+MUT(ctrl_bad, h->domain_attr->control_progress = (enum fi_progress)9)
+MUT(data_bad, h->domain_attr->data_progress = (enum fi_progress)9)
 MUT(av_bad, h->domain_attr->av_type = (enum fi_av_type)7)
 MUT(cq_data, h->domain_attr->cq_data_size = OPX_CQ_DATA_SIZE + 1)
 MUT(mr_key, h->domain_attr->mr_key_size = 16)
@@ -236,7 +236,7 @@ static void test_rejected_hints(void **state)
 		C(prov_name),   C(domain_name),   C(addr_format),    C(inject),      C(tx_size),
 		C(tx_iov),      C(tx_rma_iov),    C(tx_caps),        C(tx_order),    C(tx_comp_order),
 		C(tx_op_flags), C(rx_size),       C(rx_iov),         C(rx_caps),     C(rx_buffered),
-		C(rx_comp_order), C(threading_bad), C(ctrl_auto),    C(data_auto),   C(av_bad),
+		C(rx_comp_order), C(threading_bad), C(ctrl_bad),     C(data_bad),    C(av_bad),
 		C(cq_data),     C(mr_key),        C(ep_cnt),         C(dom_tx_ctx),  C(max_ep_rx),
 		C(srx),         C(mr_iov),        C(dom_caps),
 #undef C
