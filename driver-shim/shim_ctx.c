@@ -62,38 +62,42 @@ void shim_prefault(void *addr, size_t len)
 
 /* Remove the wake-up socket file of an abandoned context; its directory
  * was checked (ours, 0700) when that context bound it. */
-static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *ctl, uint32_t uid)
+static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *s, uint32_t uid)
 {
 	struct sockaddr_un sun;
 	socklen_t len;
 
-	shim_name_wake(&sun, &len, uid, ctl->unit, ctl->ctx, ctl->nonce);
+	shim_name_wake(&sun, &len, uid, s->unit, s->ctx, s->nonce);
 	(void)unlink(sun.sun_path);
 }
 
-/* Is the segment we hold the lock of abandoned? */
-static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid)
+/* Is the segment at (unit, n) that we hold the lock of abandoned? */
+static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid, unsigned int unit,
+				   unsigned int n)
 {
 	const struct shim_rcv_ctl *ctl;
-	bool stale;
+	struct shim_rcv_ctl s;
+	bool locked, stale;
 
 	if ((size_t)st->st_size >= sizeof(*ctl)) {
 		ctl = mmap(NULL, sizeof(*ctl), PROT_READ, MAP_SHARED, fd, 0);
 		if (ctl == MAP_FAILED)
 			return false; /* cannot judge: treat as live */
+		(void)shim_ctl_snapshot(&s, ctl);
+		munmap((void *)ctl, sizeof(*ctl));
 		/* The magic is written after the owner fields, and the owner
 		 * locked the segment before writing either. */
-		if (ctl->magic == SHIM_CTL_MAGIC) {
-			if (ctl->flags & SHIM_CTL_F_OWNER_LOCK)
-				stale = true; /* we hold its owner's lock: owner gone */
-			else /* an older shim that did not lock: its pid is all we have */
-				stale = shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start);
-			if (stale && (ctl->flags & SHIM_CTL_F_OWNER_LOCK))
-				shim_ctx_unlink_wake(ctl, uid);
-			munmap((void *)ctl, sizeof(*ctl));
+		if (s.magic == SHIM_CTL_MAGIC) {
+			locked = s.flags & SHIM_CTL_F_OWNER_LOCK;
+			/* we hold its owner's lock: owner gone; an older shim
+			 * that did not lock: its pid is all we have */
+			stale = locked || shim_proc_gone((pid_t)s.owner_pid, s.owner_start);
+			/* only the wake-up socket of this very name: the block
+			 * could name another, live, context's */
+			if (stale && locked && s.unit == unit && s.ctx == n)
+				shim_ctx_unlink_wake(&s, uid);
 			return stale;
 		}
-		munmap((void *)ctl, sizeof(*ctl));
 	}
 	/* Not a valid context: a creator that died before finishing, or
 	 * one still initialising.  Give a slow creator time first. */
@@ -101,7 +105,7 @@ static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid)
 }
 
 static enum shim_seg_state shim_ctx_seg_reclaim(struct shim_dev *dev, const char *name,
-						uint32_t uid)
+						uint32_t uid, unsigned int unit, unsigned int n)
 {
 	enum shim_seg_state state = SHIM_SEG_LIVE;
 	struct stat st;
@@ -131,7 +135,7 @@ static enum shim_seg_state shim_ctx_seg_reclaim(struct shim_dev *dev, const char
 		state = SHIM_SEG_GONE;
 		goto out;
 	}
-	if (shim_ctx_seg_abandoned(fd, &st, uid) && shm_unlink(name) == 0) {
+	if (shim_ctx_seg_abandoned(fd, &st, uid, unit, n) && shm_unlink(name) == 0) {
 		atomic_fetch_add_explicit(&dev->stale_reclaimed, 1, memory_order_relaxed);
 		state = SHIM_SEG_STALE;
 	}
@@ -205,7 +209,7 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 				live++;
 				break;
 			}
-			state = shim_ctx_seg_reclaim(dev, ctx->name, uid);
+			state = shim_ctx_seg_reclaim(dev, ctx->name, uid, unit, n);
 			if (state == SHIM_SEG_LIVE) {
 				live++;
 				break;
@@ -306,8 +310,8 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	ctl->hdrq_off = SHIM_CTL_PAD;
 	ctl->egr_off = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry);
 	ctl->seg_size = seg_size;
-	ctl->claim_off = seg_size - (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
-	ctl->claim_cnt = SHIM_CLAIM_SLOTS; /* zero-filled by ftruncate: all free */
+	ctl->claim_off = ctx->claim_off; /* for the senders: we use ctx's copy */
+	ctl->claim_cnt = ctx->claim_cnt; /* zero-filled by ftruncate: all free */
 	ctl->jkey = dev->params.jkey;
 	ctl->jkey_src = dev->params.jkey_src;
 	ctl->flags = SHIM_CTL_F_OWNER_LOCK; /* shim_ctx_seg_create() took it */
@@ -403,6 +407,8 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->nonce = shim_ctx_nonce();
 	seg_size = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
 		   dev->params.egr_bytes + (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
+	ctx->claim_cnt = SHIM_CLAIM_SLOTS;
+	ctx->claim_off = seg_size - (uint64_t)ctx->claim_cnt * sizeof(struct shim_claim);
 
 	fd = shim_ctx_seg_create(ctx, uid, (unsigned int)unit);
 	if (fd < 0) {
