@@ -37,6 +37,13 @@
 
 #define SHIM_NAME_MAX 64
 
+/* Where shm_open() names live (glibc), read by the sweep of abandoned
+ * segments at every context open (shim_ctx.c), which reads at most this
+ * many entries: a directory other software fills must not make every
+ * open slow. */
+#define SHIM_SHM_DIR "/dev/shm"
+#define SHIM_SWEEP_SCAN_MAX 65536u
+
 /* Process-wide device handle.  Read-only after shim_dev_open() except for
  * refcnt (under the global device mutex) and the statistics. */
 struct shim_dev {
@@ -53,6 +60,9 @@ struct shim_dev {
 	 * names in all instead of O(n^2). */
 	_Atomic uint32_t ctx_next[SHIM_MAX_UNITS];
 	_Atomic uint64_t names_squatted; /* names skipped: owned by another uid */
+	/* This process's open contexts, one bit per number: the sweep skips
+	 * them rather than judge them live with four syscalls each. */
+	_Atomic uint64_t ctx_mine[SHIM_MAX_UNITS][SHIM_MAX_CTXTS / 64];
 	/* The udp wire: peers on other hosts are opened on the socket of the
 	 * first context that bound one (shim_udp.c); under the provider's
 	 * domain lock like every peer. */
