@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,21 +38,23 @@
 
 #define SHIM_CLAIM_HELD 1u
 
-static struct shim_claim *shim_claim_table(const struct shim_rcv_ctl *ctl)
+/* The table at claim_off of a mapping: claim_off is the owner's private
+ * copy or a sender's checked snapshot, never ctl->claim_off itself. */
+static struct shim_claim *shim_claim_table(void *map, uint64_t claim_off)
 {
-	return (struct shim_claim *)((uint8_t *)ctl + ctl->claim_off);
+	return (struct shim_claim *)((uint8_t *)map + claim_off);
 }
 
 /* One OFD lock command on the byte of slot i.  F_OFD_* need l_pid = 0. */
-static int shim_claim_lockop(int fd, const struct shim_rcv_ctl *ctl, uint32_t i, int cmd,
-			     short type, short *found)
+static int shim_claim_lockop(int fd, uint64_t claim_off, uint32_t i, int cmd, short type,
+			     short *found)
 {
 	struct flock fl;
 
 	memset(&fl, 0, sizeof(fl));
 	fl.l_type = type;
 	fl.l_whence = SEEK_SET;
-	fl.l_start = shim_claim_lock_off(ctl, i);
+	fl.l_start = shim_claim_lock_off(claim_off, i);
 	fl.l_len = 1;
 	if (fcntl(fd, cmd, &fl) < 0)
 		return -errno;
@@ -75,10 +76,10 @@ static bool shim_claim_resolved(const struct shim_claim *c, uint32_t head)
 int shim_claim_register(struct shim_peer_priv *pp, int fd)
 {
 	struct shim_rcv_ctl *ctl = pp->pub.ctl;
-	struct shim_claim *tab = shim_claim_table(ctl);
+	struct shim_claim *tab = shim_claim_table(ctl, pp->claim_off);
 	uint32_t head = atomic_load_explicit(&ctl->hdr_head, memory_order_acquire);
 
-	for (uint32_t i = 0; i < ctl->claim_cnt; i++) {
+	for (uint32_t i = 0; i < pp->claim_cnt; i++) {
 		struct shim_claim *c = &tab[i];
 		uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
 		int ret;
@@ -88,7 +89,7 @@ int shim_claim_register(struct shim_peer_priv *pp, int fd)
 		 * reservation, which may be the hole being recovered. */
 		if ((st & SHIM_CLAIM_HELD) && !shim_claim_resolved(c, head))
 			continue;
-		ret = shim_claim_lockop(fd, ctl, i, F_OFD_SETLK, F_WRLCK, NULL);
+		ret = shim_claim_lockop(fd, pp->claim_off, i, F_OFD_SETLK, F_WRLCK, NULL);
 		if (ret == -EAGAIN || ret == -EACCES)
 			continue; /* a live sender holds it */
 		if (ret)
@@ -100,7 +101,7 @@ int shim_claim_register(struct shim_peer_priv *pp, int fd)
 								     SHIM_CLAIM_HELD,
 							     memory_order_acq_rel,
 							     memory_order_relaxed)) {
-			shim_claim_lockop(fd, ctl, i, F_OFD_SETLK, F_UNLCK, NULL);
+			shim_claim_lockop(fd, pp->claim_off, i, F_OFD_SETLK, F_UNLCK, NULL);
 			continue;
 		}
 		/* an empty intent at the current tail: covers nothing, and is
@@ -195,24 +196,26 @@ static int shim_hole_fill(struct shim_rx *rx, uint64_t tail, uint64_t counts)
 
 /* Look at the claims covering the head.  Any live one: wait.  Dead ones
  * only: fill the hole from the one that was granted (when two dead
- * claims disagree, the one whose end is the current tail, else wait). */
+ * claims disagree, the one whose end is the current tail, else wait).
+ *
+ * The table is where this process put it (ctx->claim_off, claim_cnt),
+ * not where the control block says: a process of our uid can rewrite
+ * that.  The senders' locks are tested through the descriptor that holds
+ * our own liveness lock: it is the very file they locked, whereas the
+ * name may by now be unlinked or name another segment.  Our lock (byte 0)
+ * never covers a slot's byte, so it cannot hide a sender's. */
 static int shim_hole_resolve(struct shim_ctx *ctx, uint64_t now_tail)
 {
 	struct shim_rx *rx = &ctx->rx;
-	const struct shim_rcv_ctl *ctl = rx->ctl;
-	struct shim_claim *tab = shim_claim_table(ctl);
+	struct shim_claim *tab = shim_claim_table(ctx->map, ctx->claim_off);
 	uint64_t cand_tail = 0, cand_counts = 0;
 	uint32_t head = rx->head;
-	int ncand = 0, nend = 0, fd;
+	int ncand = 0, nend = 0, fd = ctx->seg_fd;
 	bool differ = false;
 
-	if (ctl->claim_cnt > SHIM_CLAIM_SLOTS ||
-	    ctl->claim_off + (uint64_t)ctl->claim_cnt * sizeof(struct shim_claim) > ctx->map_len)
-		return 0;
-	fd = shm_open(ctx->name, O_RDWR | O_CLOEXEC, 0);
 	if (fd < 0)
 		return 0;
-	for (uint32_t i = 0; i < ctl->claim_cnt; i++) {
+	for (uint32_t i = 0; i < ctx->claim_cnt; i++) {
 		struct shim_claim *c = &tab[i];
 		uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
 		uint64_t t, n;
@@ -226,9 +229,9 @@ static int shim_hole_resolve(struct shim_ctx *ctx, uint64_t now_tail)
 			continue; /* does not cover the head */
 		if ((uint32_t)n > ctx->hdrq_cnt || (uint32_t)(n >> 32) > ctx->egr_blocks)
 			continue; /* not an intent any sender could have had */
-		if (shim_claim_lockop(fd, ctl, i, F_OFD_GETLK, F_WRLCK, &type) || type != F_UNLCK) {
+		if (shim_claim_lockop(fd, ctx->claim_off, i, F_OFD_GETLK, F_WRLCK, &type) ||
+		    type != F_UNLCK) {
 			ctx->hole.waits++; /* alive (or cannot tell): its publish will come */
-			close(fd);
 			return 0;
 		}
 		if (ncand && (t != cand_tail || n != cand_counts))
@@ -241,7 +244,6 @@ static int shim_hole_resolve(struct shim_ctx *ctx, uint64_t now_tail)
 		}
 		ncand++;
 	}
-	close(fd);
 	if (!ncand) {
 		ctx->hole.unowned++;
 		return 0;

@@ -20,7 +20,10 @@
  * than SHIM_STALE_AGE_S (its creator may still be initialising it).
  * Names owned by another uid, symlinks and other non-files are skipped,
  * never opened through, never removed, and reported through shim_warn().
+ * Besides the names a search passes, every open sweeps the unit's names
+ * for segments of owners that died (shim_ctx_sweep).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -62,46 +65,58 @@ void shim_prefault(void *addr, size_t len)
 
 /* Remove the wake-up socket file of an abandoned context; its directory
  * was checked (ours, 0700) when that context bound it. */
-static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *ctl, uint32_t uid)
+static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *s, uint32_t uid)
 {
 	struct sockaddr_un sun;
 	socklen_t len;
 
-	shim_name_wake(&sun, &len, uid, ctl->unit, ctl->ctx, ctl->nonce);
+	shim_name_wake(&sun, &len, uid, s->unit, s->ctx, s->nonce);
 	(void)unlink(sun.sun_path);
 }
 
-/* Is the segment we hold the lock of abandoned? */
-static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid)
+/* Is the segment at (unit, n) that we hold the lock of abandoned?  When
+ * we hold the owner lock, its owner is gone: that is enough for a name
+ * the search wants.  A sweep removes names nobody asked for, so it also
+ * wants the owner's pid gone, and leaves segments that never became a
+ * context (and those of older shims, which did not lock) to the search. */
+static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid, unsigned int unit,
+				   unsigned int n, bool sweep)
 {
 	const struct shim_rcv_ctl *ctl;
-	bool stale;
+	struct shim_rcv_ctl s;
+	bool locked, stale;
 
 	if ((size_t)st->st_size >= sizeof(*ctl)) {
 		ctl = mmap(NULL, sizeof(*ctl), PROT_READ, MAP_SHARED, fd, 0);
 		if (ctl == MAP_FAILED)
 			return false; /* cannot judge: treat as live */
+		(void)shim_ctl_snapshot(&s, ctl);
+		munmap((void *)ctl, sizeof(*ctl));
 		/* The magic is written after the owner fields, and the owner
 		 * locked the segment before writing either. */
-		if (ctl->magic == SHIM_CTL_MAGIC) {
-			if (ctl->flags & SHIM_CTL_F_OWNER_LOCK)
-				stale = true; /* we hold its owner's lock: owner gone */
+		if (s.magic == SHIM_CTL_MAGIC) {
+			locked = s.flags & SHIM_CTL_F_OWNER_LOCK;
+			if (sweep) /* we hold its owner's lock, and its pid is gone */
+				stale = locked && shim_proc_gone((pid_t)s.owner_pid, s.owner_start);
 			else /* an older shim that did not lock: its pid is all we have */
-				stale = shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start);
-			if (stale && (ctl->flags & SHIM_CTL_F_OWNER_LOCK))
-				shim_ctx_unlink_wake(ctl, uid);
-			munmap((void *)ctl, sizeof(*ctl));
+				stale = locked || shim_proc_gone((pid_t)s.owner_pid, s.owner_start);
+			/* only the wake-up socket of this very name: the block
+			 * could name another, live, context's */
+			if (stale && locked && s.unit == unit && s.ctx == n)
+				shim_ctx_unlink_wake(&s, uid);
 			return stale;
 		}
-		munmap((void *)ctl, sizeof(*ctl));
 	}
+	if (sweep)
+		return false;
 	/* Not a valid context: a creator that died before finishing, or
 	 * one still initialising.  Give a slow creator time first. */
 	return time(NULL) - st->st_mtime >= SHIM_STALE_AGE_S;
 }
 
 static enum shim_seg_state shim_ctx_seg_reclaim(struct shim_dev *dev, const char *name,
-						uint32_t uid)
+						uint32_t uid, unsigned int unit, unsigned int n,
+						bool sweep)
 {
 	enum shim_seg_state state = SHIM_SEG_LIVE;
 	struct stat st;
@@ -131,13 +146,92 @@ static enum shim_seg_state shim_ctx_seg_reclaim(struct shim_dev *dev, const char
 		state = SHIM_SEG_GONE;
 		goto out;
 	}
-	if (shim_ctx_seg_abandoned(fd, &st, uid) && shm_unlink(name) == 0) {
+	if (shim_ctx_seg_abandoned(fd, &st, uid, unit, n, sweep) && shm_unlink(name) == 0) {
 		atomic_fetch_add_explicit(&dev->stale_reclaimed, 1, memory_order_relaxed);
 		state = SHIM_SEG_STALE;
 	}
 out:
 	close(fd); /* drops the lock, if we took it */
 	return state;
+}
+
+/* This process's own contexts, by number: a sweep need not judge them. */
+static void shim_ctx_mine_set(struct shim_dev *dev, unsigned int unit, unsigned int n, bool mine)
+{
+	_Atomic uint64_t *w = &dev->ctx_mine[unit][n / 64];
+	uint64_t bit = 1ull << (n % 64);
+
+	if (mine)
+		atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+	else
+		atomic_fetch_and_explicit(w, ~bit, memory_order_relaxed);
+}
+
+static bool shim_ctx_mine(struct shim_dev *dev, unsigned int unit, unsigned int n)
+{
+	return atomic_load_explicit(&dev->ctx_mine[unit][n / 64], memory_order_relaxed) &
+	       (1ull << (n % 64));
+}
+
+/* The context number a segment name ends in, written the way
+ * shim_name_segment writes it (decimal, no leading zero); -1 otherwise. */
+static int shim_ctx_name_num(const char *p)
+{
+	unsigned int n = 0;
+	size_t len = strlen(p);
+
+	if (len == 0 || len > 4 || (p[0] == '0' && len > 1))
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -1;
+		n = n * 10 + (unsigned int)(p[i] - '0');
+	}
+	return n < SHIM_MAX_CTXTS ? (int)n : -1;
+}
+
+/*
+ * Reclaim the abandoned segments of this uid on this unit, whatever their
+ * numbers.  The search in shim_ctx_seg_create() reclaims only the names
+ * it passes, which it stops doing at the first free one: the segments of
+ * endpoints killed in a crashed job (388 KiB each with the default rings)
+ * stayed in /dev/shm until some later search happened to reach them.  So
+ * every open sweeps the unit's names found in /dev/shm, through the same
+ * judgement as the search (shim_ctx_seg_reclaim: our uid, a regular file,
+ * the owner lock taken, the name unlinked under that lock) plus the
+ * owner's pid gone.  Bounded: at most SHIM_SWEEP_SCAN_MAX directory
+ * entries are read, each name is judged once, and this process's own
+ * contexts are skipped without a syscall, so a process opening n contexts
+ * does not judge O(n^2) live ones.  Best effort: any failure skips.
+ */
+static void shim_ctx_sweep(struct shim_dev *dev, uint32_t uid, unsigned int unit)
+{
+	char prefix[SHIM_NAME_MAX], name[SHIM_NAME_MAX];
+	struct dirent *de;
+	size_t plen;
+	DIR *dir;
+	int len;
+
+	len = snprintf(prefix, sizeof(prefix), "opx.%u.%u.", uid, unit);
+	if (len < 0 || (size_t)len >= sizeof(prefix))
+		return;
+	plen = (size_t)len;
+	dir = opendir(SHIM_SHM_DIR);
+	if (!dir)
+		return;
+	for (unsigned int i = 0; i < SHIM_SWEEP_SCAN_MAX && (de = readdir(dir)); i++) {
+		int n;
+
+		if ((de->d_type != DT_REG && de->d_type != DT_UNKNOWN) ||
+		    strncmp(de->d_name, prefix, plen))
+			continue;
+		n = shim_ctx_name_num(de->d_name + plen);
+		if (n < 0 || shim_ctx_mine(dev, unit, (unsigned int)n) ||
+		    shim_name_segment(name, sizeof(name), uid, unit, (unsigned int)n))
+			continue;
+		(void)shim_ctx_seg_reclaim(dev, name, uid, unit, (unsigned int)n, true);
+	}
+	closedir(dir);
 }
 
 /* Take the liveness lock of a segment we just created.  Only an inspector
@@ -205,7 +299,7 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 				live++;
 				break;
 			}
-			state = shim_ctx_seg_reclaim(dev, ctx->name, uid);
+			state = shim_ctx_seg_reclaim(dev, ctx->name, uid, unit, n, false);
 			if (state == SHIM_SEG_LIVE) {
 				live++;
 				break;
@@ -306,8 +400,8 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	ctl->hdrq_off = SHIM_CTL_PAD;
 	ctl->egr_off = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry);
 	ctl->seg_size = seg_size;
-	ctl->claim_off = seg_size - (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
-	ctl->claim_cnt = SHIM_CLAIM_SLOTS; /* zero-filled by ftruncate: all free */
+	ctl->claim_off = ctx->claim_off; /* for the senders: we use ctx's copy */
+	ctl->claim_cnt = ctx->claim_cnt; /* zero-filled by ftruncate: all free */
 	ctl->jkey = dev->params.jkey;
 	ctl->jkey_src = dev->params.jkey_src;
 	ctl->flags = SHIM_CTL_F_OWNER_LOCK; /* shim_ctx_seg_create() took it */
@@ -403,12 +497,16 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->nonce = shim_ctx_nonce();
 	seg_size = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
 		   dev->params.egr_bytes + (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
+	ctx->claim_cnt = SHIM_CLAIM_SLOTS;
+	ctx->claim_off = seg_size - (uint64_t)ctx->claim_cnt * sizeof(struct shim_claim);
 
+	shim_ctx_sweep(dev, uid, (unsigned int)unit);
 	fd = shim_ctx_seg_create(ctx, uid, (unsigned int)unit);
 	if (fd < 0) {
 		ret = fd;
 		goto err_free;
 	}
+	shim_ctx_mine_set(dev, (unsigned int)unit, ctx->rx.ctx, true);
 	/* O_CREAT's mode is filtered by the umask; owner-only is a security
 	 * property here (peers refuse anything else), so set it explicitly. */
 	if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)seg_size) < 0) {
@@ -450,6 +548,7 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 err_unmap:
 	munmap(ctx->map, seg_size);
 err_unlink:
+	shim_ctx_mine_set(dev, (unsigned int)unit, ctx->rx.ctx, false);
 	shm_unlink(ctx->name);
 	close(fd);
 err_free:
@@ -497,6 +596,10 @@ void shim_ctx_close(struct shim_ctx *ctx)
 			(void)unlink(sun.sun_path);
 		}
 	}
+	/* also in a forked child: it no longer holds this context, so its
+	 * sweeps judge the number like any other (the parent's lock says
+	 * live) */
+	shim_ctx_mine_set(ctx->dev, ctx->rx.unit, ctx->rx.ctx, false);
 	munmap(ctx->map, ctx->map_len);
 	if (ctx->sock_fd >= 0)
 		close(ctx->sock_fd);

@@ -10,7 +10,9 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -35,6 +37,13 @@
 
 #define SHIM_NAME_MAX 64
 
+/* Where shm_open() names live (glibc), read by the sweep of abandoned
+ * segments at every context open (shim_ctx.c), which reads at most this
+ * many entries: a directory other software fills must not make every
+ * open slow. */
+#define SHIM_SHM_DIR "/dev/shm"
+#define SHIM_SWEEP_SCAN_MAX 65536u
+
 /* Process-wide device handle.  Read-only after shim_dev_open() except for
  * refcnt (under the global device mutex) and the statistics. */
 struct shim_dev {
@@ -51,6 +60,9 @@ struct shim_dev {
 	 * names in all instead of O(n^2). */
 	_Atomic uint32_t ctx_next[SHIM_MAX_UNITS];
 	_Atomic uint64_t names_squatted; /* names skipped: owned by another uid */
+	/* This process's open contexts, one bit per number: the sweep skips
+	 * them rather than judge them live with four syscalls each. */
+	_Atomic uint64_t ctx_mine[SHIM_MAX_UNITS][SHIM_MAX_CTXTS / 64];
 	/* The udp wire: peers on other hosts are opened on the socket of the
 	 * first context that bound one (shim_udp.c); under the provider's
 	 * domain lock like every peer. */
@@ -85,6 +97,12 @@ struct shim_ctx {
 	uint32_t nonce;
 	uint32_t hdrq_cnt;
 	uint32_t egr_blocks;
+	/* Where the claim table is, as this process laid it out.  The copy in
+	 * the control block is for peers only: any process of our uid can
+	 * rewrite it, so the owner never reads it back (map_len is the
+	 * segment size the same way). */
+	uint64_t claim_off;
+	uint32_t claim_cnt;
 	char name[SHIM_NAME_MAX]; /* shm segment name */
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */
@@ -189,6 +207,8 @@ struct shim_peer_priv {
 	int seg_fd;
 	bool owner_lock;      /* the context's owner holds SHIM_CTL_F_OWNER_LOCK */
 	int claim_idx;        /* our slot in the peer's claim table */
+	uint64_t claim_off;   /* the claim table, from the snapshot checked at open */
+	uint32_t claim_cnt;
 	pid_t owner_pid;      /* the owner as verified at open (CMA) ... */
 	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
 	int owner_pidfd;      /* a pidfd of that very process, -1 where unavailable */
@@ -224,13 +244,45 @@ int shim_wake_dir_check(uint32_t uid);
 void shim_prefault(void *addr, size_t len);
 
 /* Claim slots (shim_claim.c): register in the mapped peer's claim table
- * (fd: the segment, kept open to hold the slot's lock), and leave it. */
+ * at pp->claim_off, pp->claim_cnt (fd: the segment, kept open to hold the
+ * slot's lock), and leave it. */
 int shim_claim_register(struct shim_peer_priv *pp, int fd);
 void shim_claim_unregister(struct shim_peer_priv *pp);
-/* Byte of the segment whose OFD write lock marks slot i as held. */
-static inline off_t shim_claim_lock_off(const struct shim_rcv_ctl *ctl, uint32_t i)
+/* Byte of the segment whose OFD write lock marks slot i of a claim table
+ * at claim_off as held.  claim_off is always a private, checked copy. */
+static inline off_t shim_claim_lock_off(uint64_t claim_off, uint32_t i)
 {
-	return (off_t)(ctl->claim_off + (uint64_t)i * sizeof(struct shim_claim));
+	return (off_t)(claim_off + (uint64_t)i * sizeof(struct shim_claim));
+}
+
+/* ---------------------------------------------------------------------
+ * Reading a control block some other process maps too.  Any process of
+ * our uid can write it at any time, so a field read twice may differ
+ * between the check and the use, and offset + length may wrap.  Readers
+ * copy it once (shim_ctl_snapshot), check the copy with shim_range_ok and
+ * use only the copy; owners use the geometry they keep in private memory.
+ */
+
+/* [off, off + len) lies inside [0, size), computed so nothing wraps. */
+static inline bool shim_range_ok(uint64_t off, uint64_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
+/* Copy the part of ctl its owner writes before ready (the first cache
+ * line) into *snap, once, and return ready.  ready is loaded first with
+ * acquire, so when it is set the copy holds what the owner published.
+ * The signal fence keeps the compiler from reading a field from the
+ * shared block again later in place of the copy. */
+static inline uint32_t shim_ctl_snapshot(struct shim_rcv_ctl *snap,
+					 const struct shim_rcv_ctl *ctl)
+{
+	uint32_t ready = atomic_load_explicit(&ctl->ready, memory_order_acquire);
+
+	memset(snap, 0, sizeof(*snap));
+	memcpy(snap, ctl, offsetof(struct shim_rcv_ctl, tail));
+	atomic_signal_fence(memory_order_seq_cst);
+	return ready;
 }
 
 /* Names shared by the context owner and its peers (shim_dev.c). */

@@ -6,7 +6,9 @@
  *
  * Everything read from the peer's control block is validated against the
  * mapping before it is used to compute an address: the segment belongs
- * to another process and may be corrupt or from another ABI.
+ * to another process and may be corrupt or from another ABI.  It is read
+ * once, into a private snapshot that is checked and then used, because
+ * any process of our uid can rewrite it between two reads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,46 +28,54 @@ static bool shim_pow2(uint64_t v)
 	return v && !(v & (v - 1));
 }
 
-/* Check the identity and geometry of a mapped control block; map_len is
- * the size actually mapped. */
-static int shim_peer_ctl_check(const struct shim_rcv_ctl *ctl, size_t map_len,
+/* Check the identity and geometry of a control block: s is our private
+ * copy of it (shim_ctl_snapshot), ready the flag read with it, map_len
+ * the size actually mapped.  Every range is checked with shim_range_ok,
+ * so no offset near 2^64 can wrap a sum back into the mapping; the
+ * counts are bounded first, so their products cannot overflow either. */
+static int shim_peer_ctl_check(const struct shim_rcv_ctl *s, uint32_t ready, size_t map_len,
 			       const struct shim_addr *addr, uint16_t jkey)
 {
-	uint64_t hdrq_end, egr_end;
+	uint64_t hdrq_bytes, egr_bytes, claim_bytes;
 
-	if (ctl->magic != SHIM_CTL_MAGIC || (ctl->abi_version >> 16) != SHIM_ABI_MAJOR)
+	if (s->magic != SHIM_CTL_MAGIC || (s->abi_version >> 16) != SHIM_ABI_MAJOR)
 		return -EPROTO;
-	if (!atomic_load_explicit(&ctl->ready, memory_order_acquire))
+	if (!ready)
 		return -EAGAIN; /* being created, or closed by its owner */
-	if (ctl->nonce != addr->nonce)
+	if (s->nonce != addr->nonce)
 		return -ESTALE; /* the number was reused by another context */
-	if (ctl->ctx != addr->ctx || ctl->unit != addr->unit)
+	if (s->ctx != addr->ctx || s->unit != addr->unit)
 		return -EPROTO;
-	if (ctl->jkey != jkey)
+	if (s->jkey != jkey)
 		return -EACCES; /* another job: refused before the first packet */
-	if (!shim_pow2(ctl->hdrq_cnt) || ctl->hdrq_cnt < 64 || ctl->hdrq_cnt > 65536 ||
-	    !shim_pow2(ctl->egr_blocks) || ctl->egr_blocks > SHIM_RHF_EGRIDX_MASK + 1u ||
-	    ctl->mtu < SHIM_BLOCK || ctl->mtu > SHIM_MTU_MAX || ctl->mtu % SHIM_BLOCK)
+	if (!shim_pow2(s->hdrq_cnt) || s->hdrq_cnt < 64 || s->hdrq_cnt > 65536 ||
+	    !shim_pow2(s->egr_blocks) || s->egr_blocks > SHIM_RHF_EGRIDX_MASK + 1u ||
+	    s->mtu < SHIM_BLOCK || s->mtu > SHIM_MTU_MAX || s->mtu % SHIM_BLOCK)
 		return -EPROTO;
-	hdrq_end = ctl->hdrq_off + (uint64_t)ctl->hdrq_cnt * sizeof(struct shim_rhq_entry);
-	egr_end = ctl->egr_off + (uint64_t)ctl->egr_blocks * SHIM_BLOCK;
-	if (ctl->hdrq_off < sizeof(*ctl) || ctl->hdrq_off % SHIM_BLOCK || ctl->egr_off % SHIM_BLOCK ||
-	    hdrq_end > ctl->egr_off || egr_end > ctl->seg_size || ctl->seg_size > map_len)
+	if (s->claim_cnt == 0 || s->claim_cnt > SHIM_CLAIM_SLOTS)
 		return -EPROTO;
-	if (ctl->claim_cnt == 0 || ctl->claim_cnt > SHIM_CLAIM_SLOTS || ctl->claim_off % SHIM_BLOCK ||
-	    ctl->claim_off < egr_end ||
-	    ctl->claim_off + (uint64_t)ctl->claim_cnt * sizeof(struct shim_claim) > ctl->seg_size)
+	hdrq_bytes = (uint64_t)s->hdrq_cnt * sizeof(struct shim_rhq_entry);
+	egr_bytes = (uint64_t)s->egr_blocks * SHIM_BLOCK;
+	claim_bytes = (uint64_t)s->claim_cnt * sizeof(struct shim_claim);
+	/* in order: control block, header queue, eager ring, claim table */
+	if (s->seg_size > map_len || s->hdrq_off % SHIM_BLOCK || s->egr_off % SHIM_BLOCK ||
+	    s->claim_off % SHIM_BLOCK || s->hdrq_off < sizeof(*s) ||
+	    !shim_range_ok(s->hdrq_off, hdrq_bytes, s->seg_size) ||
+	    s->egr_off < s->hdrq_off + hdrq_bytes ||
+	    !shim_range_ok(s->egr_off, egr_bytes, s->seg_size) ||
+	    s->claim_off < s->egr_off + egr_bytes ||
+	    !shim_range_ok(s->claim_off, claim_bytes, s->seg_size))
 		return -EPROTO;
 	return 0;
 }
 
-/* Snapshot the owner's identity once, in private memory, and only if the
+/* Record the owner's identity from the snapshot s, and only if the
  * process with that pid really started when the control block says: the
  * shared copy can change under us, a packet can say anything. */
-static void shim_peer_owner_record(struct shim_peer_priv *pp, const struct shim_rcv_ctl *ctl)
+static void shim_peer_owner_record(struct shim_peer_priv *pp, const struct shim_rcv_ctl *s)
 {
-	pid_t pid = (pid_t)ctl->owner_pid;
-	uint64_t start = ctl->owner_start, now = 0;
+	pid_t pid = (pid_t)s->owner_pid;
+	uint64_t start = s->owner_start, now = 0;
 
 	pp->owner_pid = 0;
 	pp->owner_start = 0;
@@ -180,9 +190,10 @@ int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
 {
 	char name[SHIM_NAME_MAX];
 	struct shim_peer_priv *pp;
-	struct shim_rcv_ctl *ctl;
+	struct shim_rcv_ctl *ctl, snap;
 	struct shim_peer *p;
 	struct stat st;
+	uint32_t ready;
 	size_t len;
 	int fd, ret;
 
@@ -211,13 +222,15 @@ int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
 	}
 	len = (size_t)st.st_size;
 	/* Read-only until the control block checks out: a look-alike is
-	 * never mapped writable. */
+	 * never mapped writable.  From here on only the snapshot is read:
+	 * what was checked is what is used. */
 	ctl = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 	if (ctl == MAP_FAILED) {
 		ret = -errno;
 		goto err_close;
 	}
-	ret = shim_peer_ctl_check(ctl, len, addr, dev->params.jkey);
+	ready = shim_ctl_snapshot(&snap, ctl);
+	ret = shim_peer_ctl_check(&snap, ready, len, addr, dev->params.jkey);
 	if (!ret && mprotect(ctl, len, PROT_READ | PROT_WRITE) < 0)
 		ret = -errno;
 	if (ret)
@@ -230,9 +243,11 @@ int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
 		goto err_unmap;
 	}
 	pp->dev = dev;
-	pp->owner_lock = ctl->flags & SHIM_CTL_F_OWNER_LOCK;
+	pp->owner_lock = snap.flags & SHIM_CTL_F_OWNER_LOCK;
+	pp->claim_off = snap.claim_off;
+	pp->claim_cnt = snap.claim_cnt;
 	pp->pub.ctl = ctl;
-	shim_peer_owner_record(pp, ctl);
+	shim_peer_owner_record(pp, &snap);
 	/* the fd stays open: it holds the lock of our claim slot, and the
 	 * owner's liveness lock is tested through it */
 	ret = shim_claim_register(pp, fd);
@@ -246,18 +261,19 @@ int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
 		       addr->nonce);
 	p = &pp->pub;
 	p->ctl = ctl;
-	p->hdrq = (void *)((uint8_t *)ctl + ctl->hdrq_off);
-	p->egr = (uint8_t *)ctl + ctl->egr_off;
-	p->hdrq_cnt = ctl->hdrq_cnt;
-	p->egr_blocks = ctl->egr_blocks;
-	p->hdrq_mask = ctl->hdrq_cnt - 1;
-	p->egr_mask = ctl->egr_blocks - 1;
+	p->hdrq = (void *)((uint8_t *)ctl + snap.hdrq_off);
+	p->egr = (uint8_t *)ctl + snap.egr_off;
+	p->hdrq_cnt = snap.hdrq_cnt;
+	p->egr_blocks = snap.egr_blocks;
+	p->hdrq_mask = snap.hdrq_cnt - 1;
+	p->egr_mask = snap.egr_blocks - 1;
+	/* credits: positions, only ever compared modulo the ring sizes */
 	p->hdr_credit_head = atomic_load_explicit(&ctl->hdr_head, memory_order_acquire);
 	p->egr_credit_head = atomic_load_explicit(&ctl->egr_head, memory_order_acquire);
-	p->mtu = ctl->mtu;
-	p->jkey = ctl->jkey;
-	p->lid = ctl->lid;
-	p->ctx = ctl->ctx;
+	p->mtu = snap.mtu;
+	p->jkey = snap.jkey;
+	p->lid = snap.lid;
+	p->ctx = snap.ctx;
 	p->addr = *addr;
 	p->map_len = len;
 	atomic_init(&p->refcnt, 1);
@@ -326,6 +342,7 @@ int shim_peer_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t 
 {
 	char name[SHIM_NAME_MAX];
 	const struct shim_rcv_ctl *ctl;
+	struct shim_rcv_ctl snap;
 	struct stat st;
 	int fd, ret = 0;
 
@@ -348,13 +365,16 @@ int shim_peer_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t 
 	close(fd);
 	if (ctl == MAP_FAILED)
 		return -errno;
-	if (ctl->magic != SHIM_CTL_MAGIC || ctl->nonce != addr->nonce) {
-		ret = ctl->magic != SHIM_CTL_MAGIC ? -EPROTO : -ESTALE;
-	} else {
-		*jkey = ctl->jkey;
-		*src = ctl->jkey_src;
-	}
+	(void)shim_ctl_snapshot(&snap, ctl);
 	munmap((void *)ctl, sizeof(*ctl));
+	if (snap.magic != SHIM_CTL_MAGIC) {
+		ret = -EPROTO;
+	} else if (snap.nonce != addr->nonce) {
+		ret = -ESTALE;
+	} else {
+		*jkey = snap.jkey;
+		*src = snap.jkey_src;
+	}
 	return ret;
 }
 

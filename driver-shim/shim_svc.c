@@ -203,7 +203,9 @@ int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct sh
 {
 	char name[SHIM_NAME_MAX];
 	const struct shim_rcv_ctl *ctl;
+	struct shim_rcv_ctl s;
 	struct stat st;
+	uint32_t ready;
 	int unit = -1, fd, ret;
 
 	if (!dev || !addr || ctx >= SHIM_MAX_CTXTS)
@@ -229,21 +231,21 @@ int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct sh
 	close(fd);
 	if (ctl == MAP_FAILED)
 		return -errno;
+	ready = shim_ctl_snapshot(&s, ctl); /* one read of what a peer can rewrite */
+	munmap((void *)ctl, sizeof(*ctl));
 	ret = -ENOENT;
-	if (ctl->magic == SHIM_CTL_MAGIC && (ctl->abi_version >> 16) == SHIM_ABI_MAJOR &&
-	    atomic_load_explicit(&ctl->ready, memory_order_acquire) && ctl->lid == lid &&
-	    ctl->ctx == ctx && ctl->unit == unit) {
+	if (s.magic == SHIM_CTL_MAGIC && (s.abi_version >> 16) == SHIM_ABI_MAJOR && ready &&
+	    s.lid == lid && s.ctx == ctx && s.unit == unit) {
 		memset(addr, 0, sizeof(*addr));
 		addr->host_id = dev->host_id;
 		addr->lid = lid;
 		addr->ctx = ctx;
 		addr->unit = (uint16_t)unit;
-		addr->nonce = ctl->nonce;
+		addr->nonce = s.nonce;
 		addr->uid = (uint32_t)geteuid();
-		addr->pid = ctl->owner_pid;
+		addr->pid = s.owner_pid;
 		ret = 0;
 	}
-	munmap((void *)ctl, sizeof(*ctl));
 	return ret;
 }
 
