@@ -231,6 +231,26 @@ void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr)
 	}
 }
 
+/* A peer on the udp wire that spoke to us already is known in full (a
+ * server inserting the socket address of a client whose first message
+ * it holds): its flow learned the rest, and the entry must name it now,
+ * since opx_av_learn_locked only sees a flow's first datagram. */
+static bool opx_av_flow_learned(struct opx_av *av, const struct shim_addr *a,
+				struct shim_addr *out)
+{
+	struct shim_addr l;
+
+	for (struct shim_peer *p = shim_udp_next(av->udp_via, NULL); p;
+	     p = shim_udp_next(av->udp_via, p)) {
+		if (!shim_udp_peer_addr(p, &l) && l.lid && l.ipv4 == a->ipv4 &&
+		    l.udp_port == a->udp_port) {
+			*out = l;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The endpoint serving an unresolved address's port on this host, from
  * the shim's service registry.  -FI_EADDRNOTAVAIL when nothing serves it
  * here (another host waits for the udp wire). */
@@ -254,7 +274,8 @@ static int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct s
 				 inet_ntoa((struct in_addr){.s_addr = a->ipv4}), (unsigned)port);
 			return -FI_EADDRNOTAVAIL;
 		}
-		*out = *a;
+		if (!opx_av_flow_learned(av, a, out))
+			*out = *a;
 		return 0;
 	}
 	rc = shim_svc_lookup(dev, port, out);
