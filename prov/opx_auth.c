@@ -273,8 +273,11 @@ static void opx_auth_load(void)
 	crypto_generichash_final(&st, opx_auth.key, SHIM_AUTH_KEY_BYTES);
 	sodium_memzero(file_key, sizeof(file_key));
 	opx_auth.have = true;
-	snprintf(opx_auth.from, sizeof(opx_auth.from), "%s%s%s", have_file ? path : "",
-		 have_file && job ? " mixed with " : "", job ? job_name : "");
+	/* for the log line only: a long path is cut (the return value is
+	 * looked at, so gcc -O1 does not take the cut for a mistake) */
+	if (snprintf(opx_auth.from, sizeof(opx_auth.from), "%s%s%s", have_file ? path : "",
+		     have_file && job ? " mixed with " : "", job ? job_name : "") < 0)
+		opx_auth.from[0] = '\0';
 }
 
 int opx_auth_mode(void)
