@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "opx.h"
+#include "opx_addr.h"
 
 static_assert(sizeof(struct sockaddr_in) == 16, "a sockaddr_in is 16 bytes");
 

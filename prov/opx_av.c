@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "opx_addr.h"
 #include "opx_ep.h"
 
 #define OPX_AV_MIN_SIZE 64

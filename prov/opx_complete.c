@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "opx_addr.h"
 #include "opx_ep.h"
 
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)

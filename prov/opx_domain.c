@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "opx.h"
+#include "opx_addr.h"
 #include "opx_rma.h"
 
 /* ---------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <rdma/fi_collective.h>
 #include <rdma/fi_rma.h>
 
+#include "opx_addr.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 

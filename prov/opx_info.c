@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "opx.h"
+#include "opx_addr.h"
 
 /* In opx_init.c; see the note there.  fi_prov_ini has no prototype in
  * fi_prov.h (only the FI_EXT_INI definition macro). */
