@@ -4,11 +4,14 @@
  *
  * fi_getinfo(node, service) names an endpoint the way IP does: a host
  * and a port.  On the shm wire there is no socket to bind, so the port is
- * a name in a registry: the file /dev/shm/opx.<uid>.svc.<port> holds the
- * full struct shim_addr of the endpoint that serves <port> for <uid> on
- * this host.  The udp wire will bind the same port on a real socket and
- * keep the registry for same-host peers, so addresses carry ipv4 and
- * udp_port already.
+ * a name in a registry: the file /dev/shm/opx.<uid>.svc.<host>.<port>
+ * holds the full struct shim_addr of the endpoint that serves <port> for
+ * <uid> on this host.  The udp wire binds the same port on a real socket
+ * and keeps the registry for same-host peers, so addresses carry ipv4 and
+ * udp_port.  <host> is the host id (boot id and network namespace, in
+ * hex): ports belong to a network namespace, and namespaces that share
+ * /dev/shm (hosts made of namespaces, containers) each have their own
+ * port space, so one namespace's entry never hides or takes another's.
  *
  * Trust: the file is created mode 0600 and never opened through a
  * symlink; a reader checks it is a regular file of our uid, mode 0600,
@@ -25,6 +28,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -43,9 +47,10 @@
  * recreating the name between our steps is the only way to loop). */
 #define SHIM_SVC_TRIES 4
 
-static int shim_svc_path(char *buf, size_t len, uint32_t uid, uint16_t port)
+static int shim_svc_path(char *buf, size_t len, const struct shim_dev *dev, uint16_t port)
 {
-	int n = snprintf(buf, len, SHIM_SVC_DIR "/opx.%u.svc.%u", uid, (unsigned)port);
+	int n = snprintf(buf, len, SHIM_SVC_DIR "/opx.%u.svc.%" PRIx64 ".%u", (unsigned)geteuid(),
+			 dev->host_id, (unsigned)port);
 
 	return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
@@ -127,7 +132,7 @@ int shim_svc_claim(struct shim_dev *dev, uint16_t port, const struct shim_addr *
 
 	if (!dev || !addr || !port)
 		return -EINVAL;
-	ret = shim_svc_path(path, sizeof(path), (uint32_t)geteuid(), port);
+	ret = shim_svc_path(path, sizeof(path), dev, port);
 	if (ret)
 		return ret;
 	ret = shim_svc_tmp(tmp, sizeof(tmp), addr);
@@ -170,7 +175,7 @@ void shim_svc_release(struct shim_dev *dev, uint16_t port, const struct shim_add
 	char path[SHIM_SVC_PATH_MAX];
 	struct shim_addr cur;
 
-	if (!dev || !addr || !port || shim_svc_path(path, sizeof(path), (uint32_t)geteuid(), port))
+	if (!dev || !addr || !port || shim_svc_path(path, sizeof(path), dev, port))
 		return;
 	if (shim_svc_read(path, &cur) == 0 && !memcmp(&cur, addr, sizeof(cur)))
 		unlink(path);
@@ -184,7 +189,7 @@ int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr)
 
 	if (!dev || !addr || !port)
 		return -EINVAL;
-	ret = shim_svc_path(path, sizeof(path), (uint32_t)geteuid(), port);
+	ret = shim_svc_path(path, sizeof(path), dev, port);
 	if (ret)
 		return ret;
 	ret = shim_svc_read(path, &cur);

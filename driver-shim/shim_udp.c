@@ -990,6 +990,23 @@ void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st)
 /* ---------------------------------------------------------------------
  * Open and close
  */
+int shim_udp_probe(const struct shim_dev *dev, uint32_t *ipv4)
+{
+	uint32_t ip = 0, mtu = 0;
+	int rc;
+
+	if (!dev)
+		return -EINVAL;
+	if (dev->params.wire == SHIM_WIRE_SHM)
+		return -ENODEV;
+	rc = shim_udp_iface(dev->params.iface, &ip, &mtu);
+	if (rc)
+		return rc;
+	if (ipv4)
+		*ipv4 = ip;
+	return 0;
+}
+
 int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 {
 	struct shim_dev *dev;

@@ -204,6 +204,7 @@ struct opx_domain {
 	struct opx_lock lock;
 	enum fi_threading threading;
 	uint64_t mr_mode;
+	uint32_t addr_format; /* FI_ADDR_OPX, FI_SOCKADDR_IN or FI_SOCKADDR (opx_addr.c) */
 	int unit;
 	_Atomic int refcnt; /* av, cq, cntr, ep, mr */
 	struct opx_mr_table mr_table;
@@ -388,8 +389,8 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 /* FI_SOURCE_ERR: a successful receive from a source not in the AV, as an
  * FI_EADDRNOTAVAIL error entry whose err_data is the source address. */
 int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-				 void *buf, uint64_t data, uint64_t tag,
-				 const struct shim_addr *addr);
+				 void *buf, uint64_t data, uint64_t tag, const void *addr,
+				 size_t addrlen);
 int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep);
 void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep);
 

@@ -101,6 +101,12 @@ struct shim_udp_stats {
 	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
 };
 
+/* Whether contexts of dev get a udp wire (it is not shm-only: FI_OPX_WIRE,
+ * a launcher that keeps the job on this host, no secret; and an interface
+ * is up): 0 with *ipv4 (network order; may be NULL) the address
+ * shim_udp_open(ctx, 0, port) binds, -ENODEV (no wire, or FI_OPX_IFACE
+ * names no interface that is up), -errno. */
+int shim_udp_probe(const struct shim_dev *dev, uint32_t *ipv4);
 /* Bind the context's socket: ipv4 (network order; 0 = the interface the
  * device chose) and port (network order; 0 = any).  -EADDRINUSE, -errno.
  * A context without a bound socket has no udp wire (wire shm). */

@@ -19,11 +19,13 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "opx_addr.h"
 #include "opx_ep.h"
 
 #define OPX_AV_MIN_SIZE 64
@@ -231,6 +233,26 @@ void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr)
 	}
 }
 
+/* A peer on the udp wire that spoke to us already is known in full (a
+ * server inserting the socket address of a client whose first message
+ * it holds): its flow learned the rest, and the entry must name it now,
+ * since opx_av_learn_locked only sees a flow's first datagram. */
+static bool opx_av_flow_learned(struct opx_av *av, const struct shim_addr *a,
+				struct shim_addr *out)
+{
+	struct shim_addr l;
+
+	for (struct shim_peer *p = shim_udp_next(av->udp_via, NULL); p;
+	     p = shim_udp_next(av->udp_via, p)) {
+		if (!shim_udp_peer_addr(p, &l) && l.lid && l.ipv4 == a->ipv4 &&
+		    l.udp_port == a->udp_port) {
+			*out = l;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* The endpoint serving an unresolved address's port on this host, from
  * the shim's service registry.  -FI_EADDRNOTAVAIL when nothing serves it
  * here (another host waits for the udp wire). */
@@ -254,7 +276,8 @@ static int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct s
 				 inet_ntoa((struct in_addr){.s_addr = a->ipv4}), (unsigned)port);
 			return -FI_EADDRNOTAVAIL;
 		}
-		*out = *a;
+		if (!opx_av_flow_learned(av, a, out))
+			*out = *a;
 		return 0;
 	}
 	rc = shim_svc_lookup(dev, port, out);
@@ -289,11 +312,30 @@ static inline bool opx_av_index_ok(const struct opx_av *av, fi_addr_t addr)
 	return addr < av->count && av->table[addr].valid;
 }
 
-static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, fi_addr_t *fi_addr,
-			 uint64_t flags, void *context)
+/* Address i of an insert's array, in format fmt, as a shim_addr (*a
+ * points into the array or at tmp): 0, or the positive FI_E* of an
+ * address that names no endpoint (FI_SYNC_ERR's per-address code). */
+static int opx_av_addr_in(struct opx_av *av, uint32_t fmt, const void *addr, size_t i,
+			  struct shim_addr *tmp, const struct shim_addr **a)
 {
-	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
-	const struct shim_addr *in = addr;
+	const uint8_t *p = (const uint8_t *)addr + i * opx_addr_len(fmt);
+
+	if (!opx_addr_is_sock(fmt)) {
+		*a = (const struct shim_addr *)p;
+		return 0;
+	}
+	if (opx_addr_sin_check(p, sizeof(struct sockaddr_in), true, "fi_av_insert"))
+		return FI_EINVAL;
+	opx_addr_from_sin(shim_dev_host_id(av->domain->fabric->dev), p, tmp);
+	*a = tmp;
+	return 0;
+}
+
+/* fi_av_insert of count addresses in format fmt (the domain's, or
+ * FI_ADDR_OPX for fi_av_insertsvc's). */
+static int opx_av_insert_fmt(struct opx_av *av, uint32_t fmt, const void *addr, size_t count,
+			     fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
 	int *sync_err = (flags & FI_SYNC_ERR) ? context : NULL;
 	int inserted = 0, unresolved = 0;
 	int ret;
@@ -327,9 +369,17 @@ static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, 
 	}
 
 	for (size_t i = 0; i < count; i++) {
-		const struct shim_addr *a = &in[i];
-		struct shim_addr resolved;
+		const struct shim_addr *a;
+		struct shim_addr given, resolved;
+		int bad = opx_av_addr_in(av, fmt, addr, i, &given, &a);
 
+		if (bad) {
+			if (fi_addr)
+				fi_addr[i] = FI_ADDR_NOTAVAIL;
+			if (sync_err)
+				sync_err[i] = bad;
+			continue;
+		}
 		if (opx_av_addr_unresolved(a)) {
 			if (opx_av_resolve(av, a, &resolved)) {
 				if (fi_addr)
@@ -374,6 +424,15 @@ unlock:
 	return ret;
 }
 
+static int opx_av_insert(struct fid_av *av_fid, const void *addr, size_t count, fi_addr_t *fi_addr,
+			 uint64_t flags, void *context)
+{
+	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
+
+	return opx_av_insert_fmt(av, av->domain->addr_format, addr, count, fi_addr, flags,
+				 context);
+}
+
 /* fi_av_insertsvc: the endpoint serving service on node, found the way
  * fi_av_insert finds a dest_addr from fi_getinfo(node, service). */
 static int opx_av_insertsvc(struct fid_av *av_fid, const char *node, const char *service,
@@ -386,7 +445,7 @@ static int opx_av_insertsvc(struct fid_av *av_fid, const char *node, const char 
 	ret = opx_addr_from_node(av->domain->fabric->dev, node, service, 0, &a);
 	if (ret)
 		return ret == -FI_ENODATA ? -FI_EADDRNOTAVAIL : ret;
-	return opx_av_insert(av_fid, &a, 1, fi_addr, flags, context);
+	return opx_av_insert_fmt(av, FI_ADDR_OPX, &a, 1, fi_addr, flags, context);
 }
 
 static int opx_av_insertsym(struct fid_av *av_fid, const char *node, size_t nodecnt,
@@ -477,10 +536,10 @@ static int opx_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr, s
 	if (!opx_av_index_ok(av, fi_addr)) {
 		ret = -FI_EINVAL;
 	} else {
-		size_t n = *addrlen < sizeof(struct shim_addr) ? *addrlen : sizeof(struct shim_addr);
-
-		memcpy(addr, &av->table[fi_addr].addr, n);
-		*addrlen = sizeof(struct shim_addr);
+		/* man fi_av: a short buffer gets what fits, *addrlen the size
+		 * needed, and the call succeeds */
+		(void)opx_addr_export(av->domain->addr_format, &av->table[fi_addr].addr, addr,
+				      addrlen);
 	}
 	opx_lock_release(&av->domain->lock);
 	return ret;
@@ -489,18 +548,9 @@ static int opx_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr, s
 /* Reads no AV state (the address need not be inserted), so no lock. */
 static const char *opx_av_straddr(struct fid_av *av_fid, const void *addr, char *buf, size_t *len)
 {
-	const struct shim_addr *a = addr;
-	int n;
+	struct opx_av *av = OPX_CONTAINER_OF(av_fid, struct opx_av, av_fid);
 
-	(void)av_fid;
-	if (!addr || !len || (!buf && *len))
-		return NULL;
-	n = snprintf(buf, *len, "opx://%" PRIx64 "/%u:%u:%u/%" PRIx32, a->host_id, a->lid, a->ctx,
-		     a->unit, a->nonce);
-	if (n < 0)
-		return NULL;
-	*len = (size_t)n + 1;
-	return buf;
+	return opx_addr_str(av->domain->addr_format, addr, buf, len);
 }
 
 static int opx_av_set_open(struct fid_av *av_fid, struct fi_av_set_attr *attr,

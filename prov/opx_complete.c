@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "opx_addr.h"
 #include "opx_ep.h"
 
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
@@ -43,12 +44,19 @@ static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, v
 							     uint64_t data, uint64_t tag,
 							     fi_addr_t src)
 {
+	uint8_t name[sizeof(struct shim_addr)];
+	size_t namelen = sizeof(name);
 	struct shim_addr a;
 
 	if (!ep->rx_cq || opx_av_src_addr(ep->domain->fabric->dev, ep->shim, (uint16_t)(src >> 16),
 					  (uint16_t)src, &a))
 		return false;
-	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, &a);
+	/* in a socket format, only a sender whose socket we know has a name
+	 * (a peer of this host on shared memory: its context does not say) */
+	if (opx_addr_is_sock(ep->domain->addr_format) && (!a.ipv4 || !a.udp_port))
+		return false;
+	(void)opx_addr_export(ep->domain->addr_format, &a, name, &namelen);
+	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, name, namelen);
 	opx_cntr_inc(ep->recv_cntr); /* the data was received */
 	return true;
 }

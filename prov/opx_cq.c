@@ -207,12 +207,15 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 }
 
 int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-				 void *buf, uint64_t data, uint64_t tag,
-				 const struct shim_addr *addr)
+				 void *buf, uint64_t data, uint64_t tag, const void *addr,
+				 size_t addrlen)
 {
-	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
+	struct opx_cq_err_node *en;
 
-	static_assert(sizeof(*addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
+	static_assert(sizeof(struct shim_addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
+	if (addrlen > OPX_CQ_ERR_DATA_MAX)
+		return -FI_EINVAL;
+	en = calloc(1, sizeof(*en));
 	if (!en) {
 		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
 		return -FI_ENOMEM;
@@ -227,9 +230,9 @@ int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t f
 	en->err.src = FI_ADDR_NOTAVAIL;
 	/* fi_cq(3): err_data is the source address, in the domain's
 	 * address format, ready for fi_av_insert */
-	memcpy(en->data, addr, sizeof(*addr));
+	memcpy(en->data, addr, addrlen);
 	en->err.e.err_data = en->data;
-	en->err.e.err_data_size = sizeof(*addr);
+	en->err.e.err_data_size = addrlen;
 	en->seq = cq->tail;
 	opx_list_insert_tail(&cq->err_list, &en->err.link);
 	return 0;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "opx.h"
+#include "opx_addr.h"
 #include "opx_rma.h"
 
 /* ---------------------------------------------------------------------
@@ -140,6 +141,10 @@ int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -FI_ENOMEM;
+	if (opx_addr_format(info->addr_format, &d->addr_format)) {
+		free(d);
+		return -FI_EINVAL;
+	}
 	d->fabric = fab;
 	d->unit = unit;
 	d->threading = FI_THREAD_DOMAIN;

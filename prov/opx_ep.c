@@ -5,8 +5,10 @@
  * table for collectives, which opx does not advertise, so that calling
  * them is an error, not a crash (RMA and atomics: opx_rma.c, opx_atomic.c).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <arpa/inet.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <rdma/fi_collective.h>
 #include <rdma/fi_rma.h>
 
+#include "opx_addr.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 
@@ -171,6 +174,55 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
 		return opx_err_from_shim(rc);
 	}
 	ep->svc_port = ntohs(src->udp_port);
+	return 0;
+}
+
+/* A socket-format endpoint (FI_SOCKADDR_IN, FI_SOCKADDR) is named by its
+ * udp socket, so it must have one: at the src_addr's address and port
+ * when the info gives them (address 0: the interface the device chose,
+ * port 0: any).  Its port is served in the shim's registry as well, so
+ * that a peer of this host that inserts the name reaches it over shared
+ * memory.  No socket (a shm-only wire, the port taken) fails the open:
+ * fi_getinfo offers these formats only where the udp wire is on. */
+static int opx_ep_claim_sock(struct opx_ep *ep, const struct fi_info *info)
+{
+	struct shim_addr src = {0};
+	uint16_t port;
+	int rc;
+
+	if (info->src_addr) {
+		if (opx_addr_sin_check(info->src_addr, info->src_addrlen, false, "fi_endpoint src_addr"))
+			return -FI_EINVAL;
+		opx_addr_from_sin(0, info->src_addr, &src);
+		if (src.ipv4 && !shim_host_has_ipv4(src.ipv4)) {
+			OPX_WARN(FI_LOG_EP_CTRL, "src_addr %s is not an address of this host\n",
+				 inet_ntoa((struct in_addr){.s_addr = src.ipv4}));
+			return -FI_EADDRNOTAVAIL;
+		}
+	}
+	rc = shim_udp_open(ep->shim, src.ipv4, src.udp_port);
+	if (rc) {
+		OPX_WARN(FI_LOG_EP_CTRL, "%s needs a udp socket, and there is none (%s:%u): %s\n",
+			 opx_addr_format_name(ep->domain->addr_format),
+			 inet_ntoa((struct in_addr){.s_addr = src.ipv4}), (unsigned)ntohs(src.udp_port),
+			 rc == -ENODEV ? "no udp wire here (FI_OPX_WIRE=shm, a launcher that keeps "
+					 "the job on this host, or no udp wire secret)"
+				       : strerror(-rc));
+		return rc == -ENODEV ? -FI_ENODEV : opx_err_from_shim(rc);
+	}
+	ep->udp = true;
+	shim_udp_watch(ep->shim, opx_rel_keepalive_ns());
+	shim_ctx_addr(ep->shim, &ep->addr);
+	port = ntohs(ep->addr.udp_port);
+	rc = shim_svc_claim(ep->domain->fabric->dev, port, &ep->addr);
+	if (rc) {
+		/* a live endpoint of ours serves the port without a socket on
+		 * it (a shm-only one), or on another address of this host */
+		OPX_WARN(FI_LOG_EP_CTRL, "cannot serve port %u to this host's peers: %s\n",
+			 (unsigned)port, shim_strerror(rc));
+		return opx_err_from_shim(rc);
+	}
+	ep->svc_port = port;
 	return 0;
 }
 
@@ -391,7 +443,8 @@ static struct fi_ops_ep opx_ep_ops = {
 };
 
 /* ---------------------------------------------------------------------
- * Names.  An address is a struct shim_addr (32 bytes).
+ * Names, in the domain's address format (opx_addr.c): a struct shim_addr
+ * (32 bytes), or the udp socket's struct sockaddr_in.
  */
 static int opx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
@@ -399,28 +452,26 @@ static int opx_ep_getname(fid_t fid, void *addr, size_t *addrlen)
 
 	if (!addrlen)
 		return -FI_EINVAL;
-	if (*addrlen < sizeof(ep->addr) || !addr) {
-		if (addr) /* man fi_cm: the address is truncated */
-			memcpy(addr, &ep->addr, *addrlen);
-		*addrlen = sizeof(ep->addr);
-		return -FI_ETOOSMALL;
-	}
-	memcpy(addr, &ep->addr, sizeof(ep->addr));
-	*addrlen = sizeof(ep->addr);
-	return 0;
+	/* man fi_cm: a short buffer gets the address truncated */
+	return opx_addr_export(ep->domain->addr_format, &ep->addr, addr, addrlen);
 }
 
-/* The receive context is assigned by the shim, so the only name an
- * endpoint can take is the one it has. */
+/* The receive context is assigned by the shim, and the socket is bound
+ * at open, so the only name an endpoint can take is the one it has. */
 static int opx_ep_setname(fid_t fid, void *addr, size_t addrlen)
 {
 	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
+	uint8_t name[sizeof(ep->addr)];
+	size_t len = sizeof(name);
 
-	if (!addr || addrlen != sizeof(ep->addr))
+	if (!addr)
 		return -FI_EINVAL;
 	if (ep->enabled)
 		return -FI_EOPBADSTATE;
-	return memcmp(addr, &ep->addr, sizeof(ep->addr)) ? -FI_EINVAL : 0;
+	(void)opx_addr_export(ep->domain->addr_format, &ep->addr, name, &len);
+	if (addrlen != len)
+		return -FI_EINVAL;
+	return memcmp(addr, name, len) ? -FI_EINVAL : 0;
 }
 
 static int opx_ep_no_getpeer(struct fid_ep *ep, void *addr, size_t *addrlen)
@@ -572,6 +623,13 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 		return -FI_EINVAL;
 	if (info->caps & ~(OPX_CAPS | FI_MSG | FI_TAGGED))
 		return -FI_EOPNOTSUPP;
+	/* names follow the domain's format (opx_addr.c): one per domain */
+	if (info->addr_format != FI_FORMAT_UNSPEC && info->addr_format != domain->addr_format) {
+		OPX_WARN(FI_LOG_EP_CTRL, "info addr_format %s differs from its domain's %s\n",
+			 opx_addr_format_name(info->addr_format),
+			 opx_addr_format_name(domain->addr_format));
+		return -FI_EINVAL;
+	}
 
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
@@ -595,7 +653,8 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->jkey = (uint16_t)binfo.jkey;
 	ep->pid = (uint32_t)getpid();
 	ep->domain = domain;
-	rc = opx_ep_claim_src(ep, info);
+	rc = opx_addr_is_sock(domain->addr_format) ? opx_ep_claim_sock(ep, info)
+						    : opx_ep_claim_src(ep, info);
 	if (rc) {
 		opx_rndv_fini(ep);
 		shim_ctx_close(ep->shim);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "opx.h"
+#include "opx_addr.h"
 
 /* In opx_init.c; see the note there.  fi_prov_ini has no prototype in
  * fi_prov.h (only the FI_EXT_INI definition macro). */
@@ -57,10 +58,17 @@ struct fi_provider *fi_prov_ini(void);
 	 FI_DELIVERY_COMPLETE)
 #define OPX_RX_OP_FLAGS (FI_COMPLETION | FI_MULTI_RECV)
 
+/* What the device offers this process, from one probe. */
+struct opx_info_dev {
+	int unit;         /* the unit it would use */
+	uint64_t host_id;
+	uint32_t udp_ip;  /* the udp wire's IPv4 (network order), 0: no udp wire */
+};
+
 /* Probe the device: the unit this process would use, or a -FI_E* code.
  * The device is reference counted by the shim, so this is cheap when a
  * fabric is already open. */
-static int opx_info_probe(int *unit, uint64_t *host_id)
+static int opx_info_probe(struct opx_info_dev *d)
 {
 	struct shim_dev *dev;
 	int ret;
@@ -71,14 +79,15 @@ static int opx_info_probe(int *unit, uint64_t *host_id)
 		return ret;
 	}
 	ret = shim_dev_select_unit(dev);
-	if (host_id)
-		*host_id = shim_dev_host_id(dev);
+	d->host_id = shim_dev_host_id(dev);
+	if (shim_udp_probe(dev, &d->udp_ip))
+		d->udp_ip = 0;
 	shim_dev_close(dev);
 	if (ret < 0) {
 		OPX_WARN(FI_LOG_CORE, "no active unit: %s\n", shim_strerror(ret));
 		return opx_err_from_shim(ret);
 	}
-	*unit = ret;
+	d->unit = ret;
 	return 0;
 }
 
@@ -172,12 +181,12 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 
 struct fi_info *opx_info_template(void)
 {
-	int unit;
+	struct opx_info_dev d;
 
 	fi_prov_ini();
-	if (opx_info_probe(&unit, NULL))
+	if (opx_info_probe(&d))
 		return NULL;
-	return opx_info_build(unit, OPX_FI_VERSION);
+	return opx_info_build(d.unit, OPX_FI_VERSION);
 }
 
 /* ---------------------------------------------------------------------
@@ -328,15 +337,32 @@ static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_dom
 	       opx_check_bits("domain_attr.caps", h->caps, t->caps);
 }
 
-static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t)
+/* FI_ADDR_OPX always; the socket formats name an endpoint by its udp
+ * socket, so only where endpoints get one (opx_addr.c). */
+static bool opx_check_addr_format(uint32_t asked, const struct opx_info_dev *d)
+{
+	uint32_t fmt;
+
+	if (opx_addr_format(asked, &fmt))
+		OPX_NOMATCH("addr_format %s (opx has FI_ADDR_OPX, FI_SOCKADDR_IN, FI_SOCKADDR)\n",
+			    opx_addr_format_name(asked));
+	if (opx_addr_is_sock(fmt) && !d->udp_ip)
+		OPX_NOMATCH("addr_format %s names endpoints by their udp socket, and there is no "
+			    "udp wire here (FI_OPX_WIRE=shm, a launcher that keeps the job on this "
+			    "host, no udp wire secret, or no interface up)\n",
+			    opx_addr_format_name(fmt));
+	return true;
+}
+
+static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t,
+			    const struct opx_info_dev *d)
 {
 	if (!opx_check_bits("caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY))
 		return false;
 	if ((h->caps & FI_SOURCE_ERR) && !(h->caps & FI_SOURCE))
 		OPX_NOMATCH("caps FI_SOURCE_ERR without FI_SOURCE\n");
-	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_ADDR_OPX)
-		OPX_NOMATCH("addr_format %s (opx uses FI_ADDR_OPX)\n",
-			    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
+	if (!opx_check_addr_format(h->addr_format, d))
+		return false;
 	return opx_check_fabric(h->fabric_attr) && opx_check_ep(h->ep_attr, t->ep_attr) &&
 	       opx_check_tx(h->tx_attr, t->tx_attr, h->caps) && opx_check_rx(h->rx_attr, t->rx_attr) &&
 	       opx_check_domain(h->domain_attr, t->domain_attr);
@@ -498,11 +524,7 @@ int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *servi
 		ret = opx_info_node(node, flags, &ipv4);
 	if (ret)
 		return ret;
-	memset(a, 0, sizeof(*a));
-	a->host_id = shim_host_has_ipv4(ipv4) ? shim_dev_host_id(dev) : 0;
-	a->ipv4 = ipv4;
-	a->udp_port = htons(port);
-	a->uid = (uint32_t)geteuid();
+	opx_addr_unresolved(shim_dev_host_id(dev), ipv4, htons(port), a);
 	return 0;
 }
 
@@ -568,22 +590,91 @@ static int opx_info_addrs(struct fi_info *fi, const char *node, const char *serv
 		return ret;
 
 	if (!source && port) {
-		memset(&a, 0, sizeof(a));
-		a.host_id = shim_host_has_ipv4(ipv4) ? host_id : 0;
-		a.ipv4 = ipv4;
-		a.udp_port = htons(port);
-		a.uid = (uint32_t)geteuid();
+		opx_addr_unresolved(host_id, ipv4, htons(port), &a);
 		ret = opx_info_set_addr(&fi->dest_addr, &fi->dest_addrlen, &a);
 	}
 	return ret;
 }
 
+static int opx_info_set_sin(void **dst, size_t *dstlen, uint32_t ipv4, uint16_t port)
+{
+	struct sockaddr_in *sin = calloc(1, sizeof(*sin));
+
+	if (!sin)
+		return -FI_ENOMEM;
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = ipv4;
+	sin->sin_port = port;
+	free(*dst);
+	*dst = sin;
+	*dstlen = sizeof(*sin);
+	return 0;
+}
+
+/*
+ * The socket formats (FI_SOCKADDR_IN, FI_SOCKADDR; opx_addr.c): names are
+ * struct sockaddr_in, as fi_getinfo(3) has them.  src_addr: the hints'
+ * (ignored with FI_SOURCE), else the node's IPv4 with FI_SOURCE or the
+ * udp wire's, and the service as port when node and service are local;
+ * an IPv4 that is not this host's cannot be bound: -FI_ENODATA.
+ * dest_addr: node and service without FI_SOURCE, else the hints' when
+ * node and service are NULL or FI_SOURCE is set.  IPv6 is refused with a
+ * warning: the udp wire is IPv4.
+ */
+static int opx_info_addrs_sock(struct fi_info *fi, const char *node, const char *service,
+			       uint64_t flags, const struct fi_info *hints,
+			       const struct opx_info_dev *d)
+{
+	bool source = (flags & FI_SOURCE) || !node;
+	struct shim_addr src, dst;
+	uint32_t ipv4 = 0;
+	uint16_t port;
+	int ret;
+
+	fi->addr_format = hints->addr_format;
+	ret = opx_info_port(service, &port);
+	if (ret)
+		return ret;
+	if (node) {
+		ret = opx_info_node(node, flags, &ipv4);
+		if (ret)
+			return ret;
+	}
+	if (hints->src_addr && !(flags & FI_SOURCE)) {
+		if (opx_addr_sin_check(hints->src_addr, hints->src_addrlen, false, "hints src_addr"))
+			return -FI_ENODATA;
+		opx_addr_from_sin(0, hints->src_addr, &src);
+	} else {
+		opx_addr_unresolved(0, source && node ? ipv4 : d->udp_ip, source ? htons(port) : 0,
+				    &src);
+	}
+	if (src.ipv4 && !shim_host_has_ipv4(src.ipv4)) {
+		OPX_INFO(FI_LOG_CORE, "src_addr %s is not an address of this host\n",
+			 inet_ntoa((struct in_addr){.s_addr = src.ipv4}));
+		return -FI_ENODATA;
+	}
+	ret = opx_info_set_sin(&fi->src_addr, &fi->src_addrlen, src.ipv4, src.udp_port);
+	if (ret)
+		return ret;
+
+	if (!source && port)
+		return opx_info_set_sin(&fi->dest_addr, &fi->dest_addrlen, ipv4, htons(port));
+	if (hints->dest_addr && ((!node && !service) || (flags & FI_SOURCE))) {
+		if (opx_addr_sin_check(hints->dest_addr, hints->dest_addrlen, false,
+				       "hints dest_addr"))
+			return -FI_ENODATA;
+		opx_addr_from_sin(0, hints->dest_addr, &dst);
+		return opx_info_set_sin(&fi->dest_addr, &fi->dest_addrlen, dst.ipv4, dst.udp_port);
+	}
+	return 0;
+}
+
 int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		const struct fi_info *hints, struct fi_info **info)
 {
+	struct opx_info_dev d;
 	struct fi_info *fi;
-	uint64_t host_id = 0;
-	int unit, ret;
+	int ret;
 
 	if (!info)
 		return -FI_EINVAL;
@@ -600,14 +691,14 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 	}
 	fi_prov_ini();
 
-	ret = opx_info_probe(&unit, &host_id);
+	ret = opx_info_probe(&d);
 	if (ret)
 		return -FI_ENODATA;
-	fi = opx_info_build(unit, version);
+	fi = opx_info_build(d.unit, version);
 	if (!fi)
 		return -FI_ENOMEM;
 	if (hints) {
-		if (!opx_check_hints(hints, fi)) {
+		if (!opx_check_hints(hints, fi, &d)) {
 			fi_freeinfo(fi);
 			return -FI_ENODATA;
 		}
@@ -615,7 +706,10 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 	} else if (version < FI_VERSION(1, 5)) {
 		fi->domain_attr->mr_mode = FI_MR_SCALABLE;
 	}
-	ret = opx_info_addrs(fi, node, service, flags, hints, host_id, unit);
+	if (hints && opx_addr_is_sock(hints->addr_format))
+		ret = opx_info_addrs_sock(fi, node, service, flags, hints, &d);
+	else
+		ret = opx_info_addrs(fi, node, service, flags, hints, d.host_id, d.unit);
 	if (ret) {
 		fi_freeinfo(fi);
 		return ret;

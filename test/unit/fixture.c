@@ -65,6 +65,12 @@ static int fx_threading(const char *s, enum fi_threading *t)
 
 int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info)
 {
+	return fx_getinfo_fmt(threading, caps, FI_FORMAT_UNSPEC, info);
+}
+
+int fx_getinfo_fmt(const char *threading, uint64_t caps, uint32_t addr_format,
+		   struct fi_info **info)
+{
 	struct fi_provider *prov = fx_prov();
 	struct fi_info *hints;
 	int ret;
@@ -77,6 +83,7 @@ int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info)
 		return -FI_ENOMEM;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->caps = caps;
+	hints->addr_format = addr_format;
 	if (threading) {
 		ret = fx_threading(threading, &hints->domain_attr->threading);
 		if (ret) {
@@ -124,12 +131,18 @@ void fx_close(struct fx_env *e)
 
 int fx_open_domain(struct fx_env *e, const char *threading)
 {
+	return fx_open_domain_fmt(e, threading, 0, FI_FORMAT_UNSPEC);
+}
+
+int fx_open_domain_fmt(struct fx_env *e, const char *threading, uint64_t caps,
+		       uint32_t addr_format)
+{
 	int ret;
 
 	if (!e)
 		return -FI_EINVAL;
 	memset(e, 0, sizeof(*e));
-	ret = fx_getinfo(threading, 0, &e->info);
+	ret = fx_getinfo_fmt(threading, caps, addr_format, &e->info);
 	if (ret)
 		goto fail;
 	ret = fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL);
@@ -144,6 +157,9 @@ fail:
 	return ret;
 }
 
+static int fx_open_rest(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
+			const void *src, size_t srclen);
+
 int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format)
 {
 	return fx_open_at(e, av_type, cq_format, NULL, 0);
@@ -152,15 +168,32 @@ int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_form
 int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
 	       const void *src, size_t srclen)
 {
+	int ret = fx_open_domain(e, NULL);
+
+	if (ret)
+		return ret;
+	return fx_open_rest(e, av_type, cq_format, src, srclen);
+}
+
+int fx_open_fmt(struct fx_env *e, uint32_t addr_format, uint64_t caps)
+{
+	int ret = fx_open_domain_fmt(e, NULL, caps, addr_format);
+
+	if (ret)
+		return ret;
+	return fx_open_rest(e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, NULL, 0);
+}
+
+/* AV, CQ and endpoint on an open domain; the endpoint's name inserted. */
+static int fx_open_rest(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
+			const void *src, size_t srclen)
+{
 	struct fi_av_attr av_attr;
 	struct fi_cq_attr cq_attr;
 	char addr[64];
 	size_t addrlen = sizeof(addr);
 	int ret;
 
-	ret = fx_open_domain(e, NULL);
-	if (ret)
-		return ret;
 	e->info->domain_attr->av_type = av_type;
 	if (src) {
 		free(e->info->src_addr);

@@ -47,6 +47,9 @@ struct fi_provider *fx_prov(void);
  * Returns 0 with *info set (free it with fi_freeinfo), or the -FI_E* code
  * of getinfo (-FI_EINVAL for an unknown threading string). */
 int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info);
+/* The same with hints->addr_format (FI_FORMAT_UNSPEC: as fx_getinfo). */
+int fx_getinfo_fmt(const char *threading, uint64_t caps, uint32_t addr_format,
+		   struct fi_info **info);
 
 /* A loopback environment: one fabric, domain, AV, CQ and an enabled
  * endpoint bound to both, whose own address is inserted in the AV as
@@ -68,9 +71,15 @@ int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_form
 /* The same with the endpoint at src (fi_info src_addr, e.g. a port). */
 int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
 	       const void *src, size_t srclen);
+/* fx_open (FI_AV_TABLE, FI_CQ_FORMAT_TAGGED) from an info asked for
+ * with caps (0: defaults) and addr_format: names in that format. */
+int fx_open_fmt(struct fx_env *e, uint32_t addr_format, uint64_t caps);
 /* Only info, fabric and domain (threading as for fx_getinfo); av, cq and
  * ep stay NULL.  Same failure contract as fx_open. */
 int fx_open_domain(struct fx_env *e, const char *threading);
+/* The same from an info asked for with caps and addr_format. */
+int fx_open_domain_fmt(struct fx_env *e, const char *threading, uint64_t caps,
+		       uint32_t addr_format);
 /* Close in reverse order; safe on a zeroed or partly opened env. */
 void fx_close(struct fx_env *e);
 /* One more endpoint on e's domain and AV, opened from info (NULL: e's),

@@ -252,7 +252,7 @@ static void report_src_err(struct fid_cq *cq, uintptr_t ctx, const struct shim_a
 
 	opx_lock_acquire(&c->domain->lock);
 	assert_int_equal(opx_cq_report_src_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 8,
-						      NULL, 0, 0x55, a),
+						      NULL, 0, 0x55, a, sizeof(*a)),
 			 0);
 	opx_lock_release(&c->domain->lock);
 }
