@@ -41,6 +41,8 @@
 #define OPX_FI_VERSION FI_VERSION(1, 17)
 
 #define OPX_IOV_LIMIT 4
+/* FI_MSG_PREFIX: the space before the data of a send or receive buffer */
+#define OPX_MSG_PREFIX_SIZE 8u
 #define OPX_CQ_DATA_SIZE 8
 #define OPX_TX_SIZE 1024
 #define OPX_RX_SIZE 1024

@@ -207,6 +207,8 @@ struct opx_ep {
 	uint64_t rx_op_flags;
 	bool tx_selective;
 	bool rx_selective;
+	size_t msg_prefix;            /* FI_MSG_PREFIX: bytes before the data of every
+				       * send and receive buffer, else 0 */
 	bool source_err;    /* FI_SOURCE_ERR: unknown sources as error completions */
 	bool enabled;
 	uint16_t jkey;

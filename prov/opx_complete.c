@@ -65,6 +65,9 @@ static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size
 			  uint64_t data, uint64_t tag, fi_addr_t src, bool want_cq, int err,
 			  size_t olen)
 {
+	/* FI_MSG_PREFIX: the length counts the prefix space before the data */
+	if (__builtin_expect(ep->msg_prefix != 0, 0) && (flags & FI_RECV))
+		len += ep->msg_prefix;
 	if (__builtin_expect(opx_src_is_anon(src), 0)) {
 		if (!err && ep->source_err &&
 		    opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))

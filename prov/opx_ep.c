@@ -665,6 +665,8 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->caps = info->caps ? info->caps : OPX_CAPS & ~OPX_CAPS_ASKED_ONLY;
 	ep->source_err = (ep->caps & (FI_SOURCE | FI_SOURCE_ERR)) == (FI_SOURCE | FI_SOURCE_ERR);
 	ep->tx_op_flags = info->tx_attr ? info->tx_attr->op_flags : 0;
+	if ((info->mode & FI_MSG_PREFIX) && info->ep_attr)
+		ep->msg_prefix = info->ep_attr->msg_prefix_size;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->min_multi_recv = OPX_MIN_MULTI_RECV_DEFAULT;
 	ep->last_src = FI_ADDR_NOTAVAIL;

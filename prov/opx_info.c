@@ -237,7 +237,7 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 	if (h->protocol_version > t->protocol_version)
 		OPX_NOMATCH("ep_attr.protocol_version %u\n", h->protocol_version);
 	if (!opx_check_max("ep_attr.max_msg_size", h->max_msg_size, t->max_msg_size) ||
-	    !opx_check_max("ep_attr.msg_prefix_size", h->msg_prefix_size, 0) ||
+	    !opx_check_max("ep_attr.msg_prefix_size", h->msg_prefix_size, OPX_MSG_PREFIX_SIZE) ||
 	    !opx_check_max("ep_attr.max_order_raw_size", h->max_order_raw_size,
 			   t->max_order_raw_size) ||
 	    !opx_check_max("ep_attr.max_order_war_size", h->max_order_war_size,
@@ -442,6 +442,13 @@ static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_
 	}
 	/* A destination address in our own format is passed through (node
 	 * and service are not resolved: opx has no name service). */
+	/* FI_MSG_PREFIX when the application offers it (fi_getinfo(3)): its
+	 * send and receive buffers start with OPX_MSG_PREFIX_SIZE bytes of
+	 * space, the data after them (opx_msg.c) */
+	if (h->mode & FI_MSG_PREFIX) {
+		fi->mode |= FI_MSG_PREFIX;
+		fi->ep_attr->msg_prefix_size = OPX_MSG_PREFIX_SIZE;
+	}
 	if (h->dest_addr && h->addr_format == FI_ADDR_OPX &&
 	    h->dest_addrlen == sizeof(struct shim_addr)) {
 		fi->dest_addr = malloc(sizeof(struct shim_addr));

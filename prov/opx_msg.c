@@ -247,13 +247,49 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 #define OPX_EP_LOCK(ep) opx_lock_acquire(&(ep)->domain->lock)
 #define OPX_EP_UNLOCK(ep) opx_lock_release(&(ep)->domain->lock)
 
+/* FI_MSG_PREFIX: the data of iov starts msg_prefix bytes in; out is iov
+ * without them.  -FI_EINVAL when the buffers are shorter than the prefix. */
+static __attribute__((noinline)) ssize_t opx_prefix_strip(const struct opx_ep *ep,
+							  const struct iovec *iov, size_t cnt,
+							  struct iovec *out, size_t *out_cnt)
+{
+	size_t skip = ep->msg_prefix, n = 0;
+
+	if (cnt > OPX_IOV_LIMIT || (cnt && !iov))
+		return -FI_EINVAL;
+	for (size_t i = 0; i < cnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		out[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		out[n].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+		n++;
+	}
+	if (skip) {
+		OPX_WARN(FI_LOG_EP_DATA, "FI_MSG_PREFIX: a buffer shorter than its %zu-byte prefix\n",
+			 ep->msg_prefix);
+		return -FI_EINVAL;
+	}
+	*out_cnt = n;
+	return 0;
+}
+
 static inline ssize_t opx_send_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
 				      fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
 				      uint64_t flags, bool tagged)
 {
 	struct opx_ep *ep = opx_ep_of(fep);
+	struct iovec data_iov[OPX_IOV_LIMIT];
 	ssize_t rc;
 
+	if (__builtin_expect(ep->msg_prefix != 0, 0)) {
+		rc = opx_prefix_strip(ep, iov, cnt, data_iov, &cnt);
+		if (rc)
+			return rc;
+		iov = data_iov;
+	}
 	OPX_EP_LOCK(ep);
 	rc = opx_ep_send_locked(ep, iov, cnt, dest, tag, data, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);
@@ -265,8 +301,18 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 				      uint64_t flags, bool tagged)
 {
 	struct opx_ep *ep = opx_ep_of(fep);
+	struct iovec data_iov[OPX_IOV_LIMIT];
 	ssize_t rc;
 
+	if (__builtin_expect(ep->msg_prefix != 0, 0)) {
+		/* each message would need a prefix of its own */
+		if (flags & FI_MULTI_RECV)
+			return -FI_EINVAL;
+		rc = opx_prefix_strip(ep, iov, cnt, data_iov, &cnt);
+		if (rc)
+			return rc;
+		iov = data_iov;
+	}
 	OPX_EP_LOCK(ep);
 	/* a peek answers from what arrived: let it arrive first (progress
 	 * does nothing on an endpoint not enabled yet) */
