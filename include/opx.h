@@ -95,6 +95,7 @@ struct opx_params {
 	int spin_count;       /* FI_OPX_SPIN_COUNT: empty polls before yielding */
 	int sleep_ms;         /* FI_OPX_SLEEP_MS: bounded sleep slice in blocking waits */
 	bool rndv_cma;        /* FI_OPX_RNDV_CMA: pull with CMA (else SDMA/TID push) */
+	bool msg_prefix;      /* FI_OPX_MSG_PREFIX: FI_MSG_PREFIX when the hints offer it */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
 	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */

@@ -442,10 +442,11 @@ static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_
 	}
 	/* A destination address in our own format is passed through (node
 	 * and service are not resolved: opx has no name service). */
-	/* FI_MSG_PREFIX when the application offers it (fi_getinfo(3)): its
+	/* FI_MSG_PREFIX when the application offers it and FI_OPX_MSG_PREFIX
+	 * says to use it (fi_getinfo(3)): its
 	 * send and receive buffers start with OPX_MSG_PREFIX_SIZE bytes of
 	 * space, the data after them (opx_msg.c) */
-	if (h->mode & FI_MSG_PREFIX) {
+	if ((h->mode & FI_MSG_PREFIX) && opx_env.msg_prefix) {
 		fi->mode |= FI_MSG_PREFIX;
 		fi->ep_attr->msg_prefix_size = OPX_MSG_PREFIX_SIZE;
 	}

@@ -154,6 +154,11 @@ static void opx_params_define(void)
 	fi_param_define(&opx_prov, "SLEEP_MS", FI_PARAM_INT,
 			"Longest single sleep in a blocking wait, 1..%d ms (default: %d)",
 			OPX_MAX_SLEEP_MS, OPX_DEF_SLEEP_MS);
+	fi_param_define(&opx_prov, "MSG_PREFIX", FI_PARAM_BOOL,
+			"Give FI_MSG_PREFIX mode (8 bytes before the data of every send and receive "
+			"buffer) to applications whose hints offer it; off, the mode is never "
+			"required (opx needs no prefix; fi_pingpong offers the mode but leaves no "
+			"prefix on RDM endpoints) (default: false)");
 	fi_param_define(&opx_prov, "RNDV_CMA", FI_PARAM_BOOL,
 			"Rendezvous pulls large messages with one Cross Memory Attach copy; "
 			"0 forces the SDMA/TID push path (two copies through shared memory), "
@@ -577,6 +582,7 @@ static void opx_params_load(void)
 	opx_param_int("SPIN_COUNT", &p->spin_count, 0, OPX_MAX_SPIN_COUNT);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
+	opx_param_bool("MSG_PREFIX", &p->msg_prefix);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_bool("CHECKSUM", &p->checksum);

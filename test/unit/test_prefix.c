@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "opx.h"
 
 #define TP_WAIT_MS 20000u
 
@@ -90,6 +91,13 @@ static void test_prefix_info(void **state)
 	assert_false(e.info->mode & FI_MSG_PREFIX);
 	assert_int_equal(e.info->ep_attr->msg_prefix_size, 0);
 	tp_close(&e);
+	/* FI_OPX_MSG_PREFIX off (the default): offered, not required */
+	opx_env.msg_prefix = false;
+	assert_int_equal(tp_open(&e, FI_MSG_PREFIX), 0);
+	assert_false(e.info->mode & FI_MSG_PREFIX);
+	assert_int_equal(e.info->ep_attr->msg_prefix_size, 0);
+	tp_close(&e);
+	opx_env.msg_prefix = true;
 }
 
 /* One message of len data bytes through the prefix, tagged or not,
@@ -215,5 +223,6 @@ int main(void)
 		cmocka_unit_test(test_prefix_inject_and_refusals),
 	};
 
+	setenv("FI_OPX_MSG_PREFIX", "1", 1); /* before the provider reads it */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
