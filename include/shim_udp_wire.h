@@ -27,6 +27,11 @@
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
+/* Packets a link keeps in flight at most: its send ring's entries (the
+ * replay memory).  A receiver's reorder window must hold as many, or what
+ * arrives past a hole beyond it is dropped and only a timeout brings it
+ * back.  A power of two (psn % window is a slot across the wrap). */
+#define SHIM_UDP_WINDOW 1024u
 /* ACK rhf: the acking side holds packets of ours that arrived and that it
  * has not taken in yet (its owner does not poll, or its ring is full).
  * The peer is alive and busy, not lost: the ack standing still is flow

@@ -217,6 +217,16 @@ static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx
 		unsigned int n = opx_stats_wire_drops(ep, names, counts);
 
 		fprintf(f, ", \"ux_held\": %" PRIu64, ep->rel.ux_held);
+		/* where loss recovery goes: what NACKs asked for, what timeouts
+		 * sent (the last resort), what arrived twice or past the window */
+		fprintf(f, ", \"recovery\": {\"nacks_received\": %" PRIu64
+			", \"nack_resends\": %" PRIu64 ", \"nack_ignored\": %" PRIu64
+			", \"timeouts\": %" PRIu64
+			", \"timeout_resends\": %" PRIu64 ", \"out_of_order\": %" PRIu64
+			", \"beyond_window\": %" PRIu64 ", \"ring_full\": %" PRIu64 "}",
+			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.timeouts,
+			ep->rel.rto_resends,
+			ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full);
 		fprintf(f, ", \"wire_drops\": {");
 		for (i = 0; i < n; i++)
 			fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", names[i], counts[i]);
@@ -244,13 +254,22 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 	fprintf(stderr, "  unexpected %" PRIu64 " (peak %" PRIu64 " B), queue peaks posted %" PRIu64
 		" unexpected %" PRIu64 ", credit stalls %" PRIu64 ", drops %" PRIu64 "\n",
 		st->ux_msgs, st->ux_bytes_peak, st->posted_peak, st->ux_peak, st->tx_eagain, drops);
-	if (ep->udp && ep->rel.flows)
+	if (ep->udp && ep->rel.flows) {
 		fprintf(stderr,
 			"  udp wire: retransmits %" PRIu64 ", duplicates %" PRIu64 ", nacks %" PRIu64
 			", timeouts %" PRIu64 ", dead peers %" PRIu64
 			", held for a sender over its unexpected share %" PRIu64 "\n",
 			st->retransmits, st->duplicates, st->nacks, ep->rel.timeouts, st->peer_timeouts,
 			ep->rel.ux_held);
+		fprintf(stderr,
+			"  udp recovery: nacks received %" PRIu64 ", resent for nacks %" PRIu64
+			" (%" PRIu64 " named again within the round trip: not resent)"
+			", resent by timeouts %" PRIu64 ", out of order %" PRIu64
+			", beyond the window %" PRIu64 ", receive ring full %" PRIu64 "\n",
+			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.rto_resends,
+			ep->rel.stashed,
+			ep->rel.beyond_window, ep->rel.ring_full);
+	}
 	if (ep->udp) {
 		const char *names[OPX_WIRE_DROP_REASONS];
 		uint64_t counts[OPX_WIRE_DROP_REASONS];
