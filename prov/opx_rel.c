@@ -41,7 +41,7 @@
  *                  stash holds the sender's whole window, SHIM_UDP_WINDOW,
  *                  so only a misbehaving sender gets there)
  *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m,
- *                  each at most once per our srtt (opx_rel_nack_resend: a
+ *                  each at most once per half our srtt (opx_rel_nack_resend: a
  *                  copy sent for the last NACK is still on its way, behind
  *                  our queue); the RTO starts over
  *   ACK            with SHIM_UDP_ACK_HELD (the peer holds what we sent,
@@ -56,7 +56,10 @@
  * NACK again each hole still missing one NACK round trip after it was
  * NACKed (opx_rel_nack_rto: RFC 6298 over NACK-to-packet samples, Karn's
  * rule, doubled for each unanswered NACK of the hole; the time a hole
- * was NACKed lives in its empty stash slot).  Loss is repaired by NACKs
+ * was NACKed lives in its empty stash slot), or at once when a hole
+ * NACKed later was answered (the sender answers NACKs in order down one
+ * path: the earlier one's retransmission, or its NACK, was lost too).
+ * Loss is repaired by NACKs
  * within a round trip, whatever the window; the RTO is the last resort.
  *
  * Send side (opx_rel_tx_timer; acked and sent from shim_udp_tx_state, the
@@ -162,6 +165,12 @@ struct opx_rel_flow {
 	uint64_t nack_scan_ns;     /* when holes were last looked for */
 	uint64_t nack_rtt_ns;      /* smoothed NACK to retransmission time, 0: none */
 	uint64_t nack_rttvar_ns;
+	/* the latest NACK a retransmission answered: the sender answers
+	 * NACKs in order, down one path, so a hole NACKed before it and
+	 * still missing was lost again (or its NACK was): NACKed again now,
+	 * not after a timeout */
+	uint64_t nack_answered_ns;
+	bool nack_evidence;        /* it moved since the last scan */
 	uint32_t stashed;
 	bool held;                 /* the next packet is stashed: our ring is full */
 	uint64_t held_ack_ns;      /* when an ack last said so (SHIM_UDP_ACK_HELD) */
@@ -230,6 +239,8 @@ static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 	f->nack_scan_ns = 0;
 	f->nack_rtt_ns = 0;
 	f->nack_rttvar_ns = 0;
+	f->nack_answered_ns = 0;
+	f->nack_evidence = false;
 	f->stashed = 0;
 	f->held = false;
 	f->held_ack_ns = 0;
@@ -317,12 +328,12 @@ static bool opx_rel_is_hole(const struct opx_rel_flow *f, uint32_t psn)
  * within min_age, doubled for every NACK it went unanswered (no sample
  * comes from a hole NACKed twice, so a round trip longer than the
  * estimate would otherwise have every hole asked for at each scan). */
-static bool opx_rel_nack_recent(const struct opx_rel_slot *s, uint32_t psn, uint64_t now,
-				uint64_t min_age)
+static bool opx_rel_nack_recent(const struct opx_rel_flow *f, const struct opx_rel_slot *s,
+				uint32_t psn, uint64_t now, uint64_t min_age)
 {
 	uint32_t k = s->nack_n > 6 ? 6 : s->nack_n;
 
-	if (!s->nack_ns || s->nack_psn != psn)
+	if (!s->nack_ns || s->nack_psn != psn || s->nack_ns < f->nack_answered_ns)
 		return false;
 	if (k > 1)
 		min_age <<= k - 1;
@@ -358,14 +369,14 @@ static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, struct opx_r
 		struct opx_rel_slot *s = &f->stash[psn % OPX_REL_STASH];
 		uint32_t first = psn, mask = 0;
 
-		if (!opx_rel_is_hole(f, psn) || opx_rel_nack_recent(s, psn, now, min_age))
+		if (!opx_rel_is_hole(f, psn) || opx_rel_nack_recent(f, s, psn, now, min_age))
 			continue;
 		opx_rel_nack_mark(s, psn, now);
 		for (uint32_t i = 0; i < 32 && (uint32_t)(first + 1 + i - lo) < (uint32_t)(hi - lo); i++) {
 			uint32_t q = first + 1 + i;
 			struct opx_rel_slot *t = &f->stash[q % OPX_REL_STASH];
 
-			if (!opx_rel_is_hole(f, q) || opx_rel_nack_recent(t, q, now, min_age))
+			if (!opx_rel_is_hole(f, q) || opx_rel_nack_recent(f, t, q, now, min_age))
 				continue;
 			opx_rel_nack_mark(t, q, now);
 			mask |= 1u << i;
@@ -393,6 +404,10 @@ static void opx_rel_nack_sample(struct opx_rel_flow *f, uint32_t psn, uint64_t n
 	if (!s->nack_ns || s->nack_psn != psn)
 		return;
 	r = shim_udp_since(now, s->nack_ns);
+	if (s->nack_ns > f->nack_answered_ns) {
+		f->nack_answered_ns = s->nack_ns;
+		f->nack_evidence = true;
+	}
 	s->nack_ns = 0;
 	if (s->nack_n != 1)
 		return; /* Karn: which of the NACKs did it answer? */
@@ -758,16 +773,18 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 			opx_rel_ack(ep, p, f);
 		/* holes NACKed a NACK round trip ago and still missing (the
 		 * NACK or the retransmission was lost): again */
-		if (f->stashed && now - f->nack_scan_ns >= opx_rel_nack_scan_ns(f)) {
+		if (f->stashed && now - f->nack_scan_ns >= (f->nack_evidence ? OPX_REL_NACK_SCAN_NS
+									    : opx_rel_nack_scan_ns(f))) {
 			f->nack_scan_ns = now;
+			f->nack_evidence = false;
 			opx_rel_nack(ep, p, f, f->expected, f->rx_hi, now, opx_rel_nack_rto(f));
 		}
 		opx_rel_tx_timer(ep, p, f, now);
 	}
 }
 
-/* Send psn again for a NACK, unless a NACK had it sent within the round
- * trip: that copy is still on its way (it waits behind what we queued
+/* Send psn again for a NACK, unless a NACK had it sent within half the
+ * round trip: that copy is still on its way (it waits behind what we queued
  * before it), and the receiver asked again only because it cannot see
  * our queue. */
 static void opx_rel_nack_resend(struct opx_ep *ep, struct opx_rel_flow *f, struct shim_peer *peer,
@@ -778,7 +795,8 @@ static void opx_rel_nack_resend(struct opx_ep *ep, struct opx_rel_flow *f, struc
 	if (f->resent) {
 		struct opx_rel_resent *r = &f->resent[psn % SHIM_UDP_WINDOW];
 
-		if (r->psn == psn && r->t_us && (uint64_t)(uint32_t)(t - r->t_us) << 10 < f->srtt_ns) {
+		if (r->psn == psn && r->t_us &&
+		    (uint64_t)(uint32_t)(t - r->t_us) << 10 < f->srtt_ns / 2) {
 			ep->rel.nack_ignored++;
 			return;
 		}
