@@ -104,6 +104,8 @@ struct shim_udp_stats {
 	uint64_t links_freed;   /* flows of dead peers freed (shim_udp_forget) */
 	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
 	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
+	uint64_t wd_resends;    /* packets the watchdog sent again (the owner did
+				 * not poll: it cannot read which were lost) */
 };
 
 /* Bind the context's socket: ipv4 (network order; 0 = the interface the

@@ -157,6 +157,7 @@ struct opx_rel_resent {
 struct opx_rel_flow {
 	uint32_t epoch;            /* the link's udp_epoch this state belongs to */
 	bool learned;              /* the AV was told the peer's address */
+	uint32_t mtu_logged;       /* the link's payload per datagram, as last logged */
 	/* receive */
 	uint32_t expected;         /* next psn to deliver */
 	bool ack_force;            /* a duplicate came: the sender missed an ack */
@@ -826,6 +827,19 @@ static void opx_rel_nacked(struct opx_ep *ep, struct opx_rel_flow *f,
 		f->timer_ns = now + f->rto_ns;
 }
 
+/* The datagram size of a link follows the smaller of both ends' path
+ * MTU (the shim grows it to what the peer's header says it takes,
+ * src_mtu): say so once per change. */
+static void opx_rel_mtu_log(struct opx_rel_flow *f, const struct shim_udp_pkt *pkt)
+{
+	const struct shim_peer *p = pkt->peer;
+
+	f->mtu_logged = p->mtu;
+	OPX_INFO(FI_LOG_EP_DATA,
+		 "udp peer lid %u ctx %u: %u payload bytes per datagram (the peer takes %u)\n",
+		 p->lid, p->ctx, p->mtu, (unsigned int)pkt->uh.src_mtu * SHIM_BLOCK);
+}
+
 void opx_rel_progress(struct opx_ep *ep)
 {
 	struct shim_udp_pkt pkts[OPX_REL_RX_BATCH];
@@ -858,6 +872,8 @@ void opx_rel_progress(struct opx_ep *ep)
 				opx_av_learn_locked(ep->av, &a);
 			f->learned = true;
 		}
+		if (pkt->peer->mtu != f->mtu_logged)
+			opx_rel_mtu_log(f, pkt);
 		shim_udp_release(pkt->peer, pkt->uh.ack);
 		switch (pkt->uh.type) {
 		case SHIM_UDP_DATA:
