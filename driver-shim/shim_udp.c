@@ -290,8 +290,10 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 		 * burst per tick, then wait a doubled timeout. */
 		if ((uint32_t)(l->wd_next - head) >= (uint32_t)(sent - head))
 			l->wd_next = head;
-		for (uint32_t n = 0; l->wd_next != sent && n < SHIM_UDP_WD_BURST; n++)
+		for (uint32_t n = 0; l->wd_next != sent && n < SHIM_UDP_WD_BURST; n++) {
 			shim_udp_xmit(l, l->wd_next++);
+			u->st.wd_resends++;
+		}
 		if (l->wd_next == sent) {
 			l->wd_next = head;
 			l->wd_ns = now;

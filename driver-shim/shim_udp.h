@@ -23,7 +23,7 @@
 /* The send ring of one flow: replay memory for up to this many packets
  * and bytes in flight towards one peer (fewer bytes when the receive
  * queue we got is small, see shim_udp_open). */
-#define SHIM_UDP_RING_CNT 1024u
+#define SHIM_UDP_RING_CNT SHIM_UDP_WINDOW
 #define SHIM_UDP_RING_BYTES (1u << 20)
 /* Packets one transmit call hands the kernel at most (one sendmmsg);
  * consecutive datagrams of one size travel as one UDP_SEGMENT (GSO) send

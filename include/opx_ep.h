@@ -300,6 +300,10 @@ struct opx_ep {
 		uint64_t drained_ns;  /* when a poll last found the socket empty */
 		uint64_t reap_ns;     /* when opx_rel_timers last looked for dead peers */
 		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
+		uint64_t nacks_rx;     /* NACK datagrams received */
+		uint64_t nack_resends; /* packets sent again because a NACK named them */
+		uint64_t nack_ignored; /* named again within the round trip: not resent */
+		uint64_t rto_resends;  /* packets sent again by a timeout */
 		uint64_t dups, stashed, beyond_window, ring_full, peers_dead;
 		uint64_t ux_held;     /* packets held: their sender was over its share */
 	} rel;

@@ -27,6 +27,11 @@
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
+/* Packets a link keeps in flight at most: its send ring's entries (the
+ * replay memory).  A receiver's reorder window must hold as many, or what
+ * arrives past a hole beyond it is dropped and only a timeout brings it
+ * back.  A power of two (psn % window is a slot across the wrap). */
+#define SHIM_UDP_WINDOW 1024u
 /* ACK rhf: the acking side holds packets of ours that arrived and that it
  * has not taken in yet (its owner does not poll, or its ring is full).
  * The peer is alive and busy, not lost: the ack standing still is flow
@@ -99,6 +104,8 @@ struct shim_udp_stats {
 	uint64_t links_freed;   /* flows of dead peers freed (shim_udp_forget) */
 	uint64_t fault_drop, fault_dup, fault_reorder, fault_corrupt;
 	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
+	uint64_t wd_resends;    /* packets the watchdog sent again (the owner did
+				 * not poll: it cannot read which were lost) */
 };
 
 /* Whether contexts of dev get a udp wire (it is not shm-only: FI_OPX_WIRE,

@@ -32,12 +32,18 @@
  *   DATA, d == 0,  OPX_OP_MP_FIRST of n <= OPX_REL_MP_MAX packets: stashed;
  *   multi-packet   opx_rel_deliver_mp once all n are in the stash, one
  *                  reservation for the whole message, expected += n
- *   DATA, ahead    opx_rel_stash (the same psn twice: dups++); opx_rel_nack
- *                  (expected, which of the next 32 below the highest arrival
- *                  are missing) once per hole, again after OPX_REL_NACK_NS
+ *   DATA, ahead    opx_rel_stash (the same psn twice: dups++); the psns
+ *                  between the previous highest arrival (rx_hi) and this one
+ *                  are new holes: opx_rel_nack names them at once, as many
+ *                  NACKs (first hole, mask of the next 32) as they take
  *   DATA, behind   dups++, ack_force: the sender missed our ack
- *   DATA, beyond   beyond_window++, dropped: replay brings it back
- *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m
+ *   DATA, beyond   beyond_window++, dropped: replay brings it back (the
+ *                  stash holds the sender's whole window, SHIM_UDP_WINDOW,
+ *                  so only a misbehaving sender gets there)
+ *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m,
+ *                  each at most once per half our srtt (opx_rel_nack_resend: a
+ *                  copy sent for the last NACK is still on its way, behind
+ *                  our queue); the RTO starts over
  *   ACK            with SHIM_UDP_ACK_HELD (the peer holds what we sent,
  *                  unread or for want of ring room): progress_ns = now
  * Then, at most every OPX_REL_TICK_NS (they walk every flow), opx_rel_timers,
@@ -47,8 +53,14 @@
  * OPX_REL_ACK_EVERY packets unacknowledged or OPX_REL_ACK_NS after
  * ack_due_ns, and every opx_rel_keepalive_ns() while held (the next
  * packet stashed for want of ring room: the ack says SHIM_UDP_ACK_HELD);
- * NACK again every OPX_REL_NACK_NS while the stash holds any and the next
- * packet is not there.
+ * NACK again each hole still missing one NACK round trip after it was
+ * NACKed (opx_rel_nack_rto: RFC 6298 over NACK-to-packet samples, Karn's
+ * rule, doubled for each unanswered NACK of the hole; the time a hole
+ * was NACKed lives in its empty stash slot), or at once when a hole
+ * NACKed later was answered (the sender answers NACKs in order down one
+ * path: the earlier one's retransmission, or its NACK, was lost too).
+ * Loss is repaired by NACKs
+ * within a round trip, whatever the window; the RTO is the last resort.
  *
  * Send side (opx_rel_tx_timer; acked and sent from shim_udp_tx_state, the
  * ring holds [acked, sent) for replay):
@@ -61,8 +73,11 @@
  *          rto = opx_rel_rto() = srtt_ns + 4 * rttvar_ns within
  *          [OPX_REL_RTO_NS, OPX_REL_RTO_MAX_NS], timer_ns = now + rto; the
  *          floor spares a receiver that is only slow or preempted
- *   ARMED, timer expired: shim_udp_resend from acked on (at most
- *          OPX_REL_BURST), rto doubled (capped), no rtt sample (Karn)
+ *   ARMED, timer expired: shim_udp_resend of acked (the first missing)
+ *          and of sent - 1 (a probe: its arrival shows the receiver a
+ *          lost tail as holes, which it NACKs), rto doubled (capped), no
+ *          rtt sample (Karn).  Not a burst: the timer fires mostly for a
+ *          receiver that was only slow, which has the rest.
  *   ARMED, no ack progress and no HELD ack for FI_OPX_PEER_TIMEOUT s
  *          (it hears us no more: a path that lost our packets) -----> DEAD
  *          A peer that computes, or lets its ring fill, holds our
@@ -103,15 +118,21 @@
 
 #include "opx_ep.h"
 
-#define OPX_REL_STASH 512u         /* out-of-order packets kept per flow */
+/* out-of-order packets kept per flow: the sender's whole window, so that
+ * nothing that arrives past a hole is dropped (a drop there costs a
+ * timeout, not a NACK) */
+#define OPX_REL_STASH SHIM_UDP_WINDOW
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
 #define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
 #define OPX_REL_TICK_NS 5000ull    /* timers (acks, nacks, replays) at most this often */
 #define OPX_REL_QUIET_CLOCK 8u     /* empty polls per clock read, a power of two */
-#define OPX_REL_NACK_NS 200000ull  /* a hole is NACKed again after this */
+#define OPX_REL_NACK_NS 1000000ull /* a hole is NACKed again after this, */
+#define OPX_REL_NACK_MIN_NS 100000ull /* or after twice the NACK round trip */
+#define OPX_REL_NACK_MAX_NS 20000000ull
+#define OPX_REL_NACK_SCAN_NS 50000ull /* holes to NACK again looked for at most this often */
+#define OPX_REL_NACK_BATCH 64u     /* NACK datagrams per scan at most */
 #define OPX_REL_RTO_NS 1000000ull  /* smallest retransmission timeout */
 #define OPX_REL_RTO_MAX_NS 64000000ull
-#define OPX_REL_BURST 32u          /* packets sent again per timeout */
 #define OPX_REL_RX_BATCH 16
 #define OPX_REL_MP_MAX 64u         /* packets of one multi-packet eager message */
 #define OPX_REL_STASH_IDLE_NS 1000000000ull
@@ -121,17 +142,36 @@ struct opx_rel_slot {
 	bool used;
 	struct shim_udp_pkt pkt;
 	uint8_t *buf;              /* payload copy (mtu bytes, kept for reuse) */
+	/* while the slot's psn is a hole: when it was last NACKed (0: not
+	 * yet), so that each hole is asked for once per NACK round trip */
+	uint32_t nack_psn;
+	uint32_t nack_n;           /* times NACKed: a sample only after the first */
+	uint64_t nack_ns;
+};
+
+struct opx_rel_resent {
+	uint32_t psn;
+	uint32_t t_us;             /* CLOCK_MONOTONIC in 1024 ns units, wrapping */
 };
 
 struct opx_rel_flow {
 	uint32_t epoch;            /* the link's udp_epoch this state belongs to */
 	bool learned;              /* the AV was told the peer's address */
+	uint32_t mtu_logged;       /* the link's payload per datagram, as last logged */
 	/* receive */
 	uint32_t expected;         /* next psn to deliver */
 	bool ack_force;            /* a duplicate came: the sender missed an ack */
 	uint64_t ack_due_ns;       /* 0, or when the oldest unacknowledged arrived */
-	uint32_t nacked;           /* expected value last NACKed */
-	uint64_t nack_ns;
+	uint32_t rx_hi;            /* psns below arrived or were NACKed as holes */
+	uint64_t nack_scan_ns;     /* when holes were last looked for */
+	uint64_t nack_rtt_ns;      /* smoothed NACK to retransmission time, 0: none */
+	uint64_t nack_rttvar_ns;
+	/* the latest NACK a retransmission answered: the sender answers
+	 * NACKs in order, down one path, so a hole NACKed before it and
+	 * still missing was lost again (or its NACK was): NACKed again now,
+	 * not after a timeout */
+	uint64_t nack_answered_ns;
+	bool nack_evidence;        /* it moved since the last scan */
 	uint32_t stashed;
 	bool held;                 /* the next packet is stashed: our ring is full */
 	uint64_t held_ack_ns;      /* when an ack last said so (SHIM_UDP_ACK_HELD) */
@@ -141,6 +181,11 @@ struct opx_rel_flow {
 	struct opx_rel_slot *stash;
 	uint64_t stash_idle_ns;    /* when the stash last became empty */
 	/* send */
+	/* per psn % SHIM_UDP_WINDOW, when a NACK last had it sent again:
+	 * allocated on the first NACK, freed OPX_REL_STASH_IDLE_NS after
+	 * the last */
+	struct opx_rel_resent *resent;
+	uint64_t nack_rx_ns;       /* when a NACK last came */
 	uint32_t acked_seen;       /* ack seen at the last timer check */
 	uint64_t progress_ns;      /* ack progress, or the flow became busy */
 	uint64_t rto_ns;
@@ -166,6 +211,12 @@ static uint64_t opx_rel_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void opx_rel_resent_free(struct opx_rel_flow *f)
+{
+	free(f->resent);
+	f->resent = NULL;
+}
+
 static void opx_rel_stash_free(struct opx_rel_flow *f)
 {
 	if (!f->stash)
@@ -185,8 +236,12 @@ static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 	f->expected = 0;
 	f->ack_force = false;
 	f->ack_due_ns = 0;
-	f->nacked = UINT32_MAX;
-	f->nack_ns = 0;
+	f->rx_hi = 0;
+	f->nack_scan_ns = 0;
+	f->nack_rtt_ns = 0;
+	f->nack_rttvar_ns = 0;
+	f->nack_answered_ns = 0;
+	f->nack_evidence = false;
 	f->stashed = 0;
 	f->held = false;
 	f->held_ack_ns = 0;
@@ -237,27 +292,135 @@ static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_re
 	f->ack_due_ns = 0;
 }
 
-/* NACK the first hole and say which of the next 32 are missing too, so
- * the sender fills every hole of the window in one round trip.  Only a
- * psn below one that arrived is a hole: those above the last arrival may
- * still be on their way.  Naming them made the sender send a stream's
- * next 32 packets again for every loss, most of them duplicates. */
-static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, const struct opx_rel_flow *f)
+/* How long a NACKed hole waits for its retransmission before it is
+ * NACKed again: the NACK round trip seen (NACK to the packet) and four
+ * times its variation, as RFC 6298 times a retransmission (it varies
+ * with the sender's queue, which the retransmission waits behind);
+ * OPX_REL_NACK_NS before the first sample.  Too short, and the sender
+ * sends a hole twice. */
+static uint64_t opx_rel_nack_rto(const struct opx_rel_flow *f)
 {
-	uint32_t mask = 0, holes = 0;
+	uint64_t t = f->nack_rtt_ns + 4 * f->nack_rttvar_ns;
 
-	for (uint32_t i = 0; i < 32; i++) {
-		uint32_t psn = f->expected + 1 + i;
-		const struct opx_rel_slot *s = f->stash ? &f->stash[psn % OPX_REL_STASH] : NULL;
+	if (!f->nack_rtt_ns)
+		return OPX_REL_NACK_NS;
+	if (t < OPX_REL_NACK_MIN_NS)
+		return OPX_REL_NACK_MIN_NS;
+	return t > OPX_REL_NACK_MAX_NS ? OPX_REL_NACK_MAX_NS : t;
+}
 
-		if (!s || !s->used || s->pkt.uh.psn != psn) {
-			holes |= 1u << i;
-			continue;
-		}
-		mask = holes; /* the holes below this arrival */
+/* Holes are looked for again at a quarter of that: a walk of the window
+ * per NACK round trip or so, not per tick. */
+static uint64_t opx_rel_nack_scan_ns(const struct opx_rel_flow *f)
+{
+	uint64_t t = opx_rel_nack_rto(f) / 4;
+
+	return t < OPX_REL_NACK_SCAN_NS ? OPX_REL_NACK_SCAN_NS : t;
+}
+
+static bool opx_rel_is_hole(const struct opx_rel_flow *f, uint32_t psn)
+{
+	const struct opx_rel_slot *s = &f->stash[psn % OPX_REL_STASH];
+
+	return !s->used || s->pkt.uh.psn != psn;
+}
+
+/* Whether the hole psn of slot s was NACKed too recently to ask again:
+ * within min_age, doubled for every NACK it went unanswered (no sample
+ * comes from a hole NACKed twice, so a round trip longer than the
+ * estimate would otherwise have every hole asked for at each scan). */
+static bool opx_rel_nack_recent(const struct opx_rel_flow *f, const struct opx_rel_slot *s,
+				uint32_t psn, uint64_t now, uint64_t min_age)
+{
+	uint32_t k = s->nack_n > 6 ? 6 : s->nack_n;
+
+	if (!s->nack_ns || s->nack_psn != psn || s->nack_ns < f->nack_answered_ns)
+		return false;
+	if (k > 1)
+		min_age <<= k - 1;
+	return shim_udp_since(now, s->nack_ns) < min_age;
+}
+
+static void opx_rel_nack_mark(struct opx_rel_slot *s, uint32_t psn, uint64_t now)
+{
+	s->nack_n = s->nack_ns && s->nack_psn == psn ? s->nack_n + 1 : 1;
+	s->nack_psn = psn;
+	s->nack_ns = now;
+}
+
+/* NACK the holes in [lo, hi) not NACKed within min_age: each NACK names
+ * its first hole and in its mask which of the next 32 psns are holes to
+ * send again too, as many NACKs as it takes (at most OPX_REL_NACK_BATCH),
+ * so the sender fills every hole of the window in one round trip and
+ * sends nothing twice that arrived.  Only psns below one that arrived
+ * are asked for (hi): those above the last arrival may still be on their
+ * way.  A hole's slot remembers when it was NACKed (opx_rel_nack_sample). */
+static void opx_rel_nack(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f,
+			 uint32_t lo, uint32_t hi, uint64_t now, uint64_t min_age)
+{
+	uint32_t sent = 0;
+
+	if (!f->stash) {
+		/* no stash (no memory): the first hole only */
+		if (!shim_udp_send_ctl(peer, SHIM_UDP_NACK, f->expected, 0))
+			ep->rel.nacks_sent++;
+		return;
 	}
-	if (!shim_udp_send_ctl(peer, SHIM_UDP_NACK, f->expected, mask))
-		ep->rel.nacks_sent++;
+	for (uint32_t psn = lo; psn != hi && sent < OPX_REL_NACK_BATCH; psn++) {
+		struct opx_rel_slot *s = &f->stash[psn % OPX_REL_STASH];
+		uint32_t first = psn, mask = 0;
+
+		if (!opx_rel_is_hole(f, psn) || opx_rel_nack_recent(f, s, psn, now, min_age))
+			continue;
+		opx_rel_nack_mark(s, psn, now);
+		for (uint32_t i = 0; i < 32 && (uint32_t)(first + 1 + i - lo) < (uint32_t)(hi - lo); i++) {
+			uint32_t q = first + 1 + i;
+			struct opx_rel_slot *t = &f->stash[q % OPX_REL_STASH];
+
+			if (!opx_rel_is_hole(f, q) || opx_rel_nack_recent(f, t, q, now, min_age))
+				continue;
+			opx_rel_nack_mark(t, q, now);
+			mask |= 1u << i;
+		}
+		psn = first + 32; /* the loop's ++ moves past the mask */
+		if (!shim_udp_send_ctl(peer, SHIM_UDP_NACK, first, mask)) {
+			ep->rel.nacks_sent++;
+			sent++;
+		}
+		if ((uint32_t)(psn + 1 - lo) > (uint32_t)(hi - lo))
+			break;
+	}
+}
+
+/* A packet came: if it filled a hole NACKed once, the time since the
+ * NACK is a sample of the NACK round trip. */
+static void opx_rel_nack_sample(struct opx_rel_flow *f, uint32_t psn, uint64_t now)
+{
+	struct opx_rel_slot *s;
+	uint64_t r;
+
+	if (!f->stash)
+		return;
+	s = &f->stash[psn % OPX_REL_STASH];
+	if (!s->nack_ns || s->nack_psn != psn)
+		return;
+	r = shim_udp_since(now, s->nack_ns);
+	if (s->nack_ns > f->nack_answered_ns) {
+		f->nack_answered_ns = s->nack_ns;
+		f->nack_evidence = true;
+	}
+	s->nack_ns = 0;
+	if (s->nack_n != 1)
+		return; /* Karn: which of the NACKs did it answer? */
+	if (!f->nack_rtt_ns) {
+		f->nack_rtt_ns = r;
+		f->nack_rttvar_ns = r / 2;
+	} else {
+		uint64_t err = r > f->nack_rtt_ns ? r - f->nack_rtt_ns : f->nack_rtt_ns - r;
+
+		f->nack_rttvar_ns = (3 * f->nack_rttvar_ns + err) / 4;
+		f->nack_rtt_ns = (7 * f->nack_rtt_ns + r) / 8;
+	}
 }
 
 /* Back-pressure on a sender over its share of the unexpected bound
@@ -408,6 +571,10 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 {
 	uint32_t d = pkt->uh.psn - f->expected;
 
+	if (d < OPX_REL_STASH)
+		opx_rel_nack_sample(f, pkt->uh.psn, now);
+	if (d == 0 && (int32_t)(f->rx_hi - f->expected) <= 0)
+		f->rx_hi = f->expected + 1; /* keeps up over the wrap */
 	if (d == 0 && !opx_rel_mp_count(&pkt->e.hdr)) {
 		if (opx_rel_deliver(ep, f, pkt, now) == 0)
 			opx_rel_drain_stash(ep, f, now);
@@ -422,11 +589,15 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 		return;
 	}
 	if (d < OPX_REL_STASH) {
+		/* the psns between the last arrival and this one are new
+		 * holes: NACKed now, once; older ones by opx_rel_timers */
+		uint32_t lo = (int32_t)(f->rx_hi - f->expected) > 0 ? f->rx_hi : f->expected;
+
 		opx_rel_stash(ep, f, pkt);
-		if (!f->held && (f->nacked != f->expected || now - f->nack_ns > OPX_REL_NACK_NS)) {
-			f->nacked = f->expected;
-			f->nack_ns = now;
-			opx_rel_nack(ep, pkt->peer, f);
+		if ((int32_t)(pkt->uh.psn + 1 - lo) > 0) {
+			if (pkt->uh.psn != lo)
+				opx_rel_nack(ep, pkt->peer, f, lo, pkt->uh.psn, now, 0);
+			f->rx_hi = pkt->uh.psn + 1;
 		}
 		return;
 	}
@@ -530,9 +701,19 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	}
 	if (now < f->timer_ns)
 		return;
-	for (uint32_t psn = acked, n = 0; psn != sent && n < OPX_REL_BURST; psn++, n++)
-		if (!shim_udp_resend(peer, psn))
-			ep->rel.retransmits++;
+	/* The last resort (holes the receiver sees are NACKed): the first
+	 * unacknowledged packet, and the last sent as a probe, whose arrival
+	 * shows the receiver every hole below it (a lost tail it cannot see
+	 * otherwise).  Not a burst: a receiver that was only slow has the
+	 * rest, and each of them would come twice. */
+	if (!shim_udp_resend(peer, acked)) {
+		ep->rel.retransmits++;
+		ep->rel.rto_resends++;
+	}
+	if (sent - 1 != acked && !shim_udp_resend(peer, sent - 1)) {
+		ep->rel.retransmits++;
+		ep->rel.rto_resends++;
+	}
 	ep->rel.timeouts++;
 	f->rtt_on = false; /* Karn: no sample across a retransmission */
 	f->rto_ns = f->rto_ns * 2 > OPX_REL_RTO_MAX_NS ? OPX_REL_RTO_MAX_NS : f->rto_ns * 2;
@@ -554,6 +735,7 @@ static bool opx_rel_reap(struct opx_ep *ep, struct shim_peer *p)
 		return false;
 	if (p->rel) {
 		opx_rel_stash_free(p->rel);
+		opx_rel_resent_free(p->rel);
 		free(p->rel);
 		p->rel = NULL;
 	}
@@ -581,6 +763,8 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 			opx_rel_drain_stash(ep, f, now);
 		else if (f->stash && shim_udp_since(now, f->stash_idle_ns) > OPX_REL_STASH_IDLE_NS)
 			opx_rel_stash_free(f);
+		if (f->resent && shim_udp_since(now, f->nack_rx_ns) > OPX_REL_STASH_IDLE_NS)
+			opx_rel_resent_free(f);
 		/* a datagram that went meanwhile carried the ack */
 		if (f->ack_due_ns && p->udp_ack_sent == f->expected)
 			f->ack_due_ns = 0;
@@ -588,14 +772,72 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 						       now - f->ack_due_ns >= OPX_REL_ACK_NS)) ||
 		    (f->held && shim_udp_since(now, f->held_ack_ns) >= opx_rel_keepalive_ns()))
 			opx_rel_ack(ep, p, f);
-		/* held: the next packet is here, nothing to ask for */
-		if (f->stashed && !f->held && now - f->nack_ns > OPX_REL_NACK_NS) {
-			f->nack_ns = now;
-			f->nacked = f->expected;
-			opx_rel_nack(ep, p, f);
+		/* holes NACKed a NACK round trip ago and still missing (the
+		 * NACK or the retransmission was lost): again */
+		if (f->stashed && now - f->nack_scan_ns >= (f->nack_evidence ? OPX_REL_NACK_SCAN_NS
+									    : opx_rel_nack_scan_ns(f))) {
+			f->nack_scan_ns = now;
+			f->nack_evidence = false;
+			opx_rel_nack(ep, p, f, f->expected, f->rx_hi, now, opx_rel_nack_rto(f));
 		}
 		opx_rel_tx_timer(ep, p, f, now);
 	}
+}
+
+/* Send psn again for a NACK, unless a NACK had it sent within half the
+ * round trip: that copy is still on its way (it waits behind what we queued
+ * before it), and the receiver asked again only because it cannot see
+ * our queue. */
+static void opx_rel_nack_resend(struct opx_ep *ep, struct opx_rel_flow *f, struct shim_peer *peer,
+				uint32_t psn, uint64_t now)
+{
+	uint32_t t = (uint32_t)(now >> 10);
+
+	if (f->resent) {
+		struct opx_rel_resent *r = &f->resent[psn % SHIM_UDP_WINDOW];
+
+		if (r->psn == psn && r->t_us &&
+		    (uint64_t)(uint32_t)(t - r->t_us) << 10 < f->srtt_ns / 2) {
+			ep->rel.nack_ignored++;
+			return;
+		}
+		r->psn = psn;
+		r->t_us = t ? t : 1;
+	}
+	if (!shim_udp_resend(peer, psn))
+		ep->rel.nack_resends++;
+}
+
+/* A NACK: send exactly the psns it names, once per round trip (the
+ * receiver asks again after its NACK round trip).  The receiver is alive
+ * and steering the recovery: the retransmission timeout starts over. */
+static void opx_rel_nacked(struct opx_ep *ep, struct opx_rel_flow *f,
+			   const struct shim_udp_pkt *pkt, uint64_t now)
+{
+	ep->rel.nacks_rx++;
+	f->nack_rx_ns = now;
+	if (!f->resent)
+		f->resent = calloc(SHIM_UDP_WINDOW, sizeof(*f->resent)); /* NULL: no filter */
+	opx_rel_nack_resend(ep, f, pkt->peer, pkt->uh.psn, now);
+	for (uint32_t i = 0; i < 32; i++)
+		if (pkt->uh.rhf & (1u << i))
+			opx_rel_nack_resend(ep, f, pkt->peer, pkt->uh.psn + 1 + i, now);
+	ep->rel.retransmits = ep->rel.nack_resends + ep->rel.rto_resends;
+	if (f->progress_ns)
+		f->timer_ns = now + f->rto_ns;
+}
+
+/* The datagram size of a link follows the smaller of both ends' path
+ * MTU (the shim grows it to what the peer's header says it takes,
+ * src_mtu): say so once per change. */
+static void opx_rel_mtu_log(struct opx_rel_flow *f, const struct shim_udp_pkt *pkt)
+{
+	const struct shim_peer *p = pkt->peer;
+
+	f->mtu_logged = p->mtu;
+	OPX_INFO(FI_LOG_EP_DATA,
+		 "udp peer lid %u ctx %u: %u payload bytes per datagram (the peer takes %u)\n",
+		 p->lid, p->ctx, p->mtu, (unsigned int)pkt->uh.src_mtu * SHIM_BLOCK);
 }
 
 void opx_rel_progress(struct opx_ep *ep)
@@ -630,6 +872,8 @@ void opx_rel_progress(struct opx_ep *ep)
 				opx_av_learn_locked(ep->av, &a);
 			f->learned = true;
 		}
+		if (pkt->peer->mtu != f->mtu_logged)
+			opx_rel_mtu_log(f, pkt);
 		shim_udp_release(pkt->peer, pkt->uh.ack);
 		switch (pkt->uh.type) {
 		case SHIM_UDP_DATA:
@@ -642,12 +886,7 @@ void opx_rel_progress(struct opx_ep *ep)
 				f->progress_ns = now;
 			break;
 		case SHIM_UDP_NACK:
-			if (!shim_udp_resend(pkt->peer, pkt->uh.psn))
-				ep->rel.retransmits++;
-			for (uint32_t i = 0; i < 32; i++)
-				if ((pkt->uh.rhf & (1u << i)) &&
-				    !shim_udp_resend(pkt->peer, pkt->uh.psn + 1 + i))
-					ep->rel.retransmits++;
+			opx_rel_nacked(ep, f, pkt, now);
 			break;
 		default:
 			break;
@@ -726,6 +965,7 @@ void opx_rel_fini(struct opx_ep *ep)
 		if (!f)
 			continue;
 		opx_rel_stash_free(f);
+		opx_rel_resent_free(f);
 		free(f);
 		p->rel = NULL;
 	}

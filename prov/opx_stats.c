@@ -187,6 +187,20 @@ static unsigned int opx_stats_wire_drops(const struct opx_ep *ep, const char **n
 }
 #define OPX_WIRE_DROP_REASONS 9
 
+/* Payload bytes per datagram over the endpoint's udp links (each the
+ * smaller of both ends' path MTU): the smallest and the largest, 0 when
+ * there is none. */
+static void opx_stats_path_mtu(const struct opx_ep *ep, uint32_t *lo, uint32_t *hi)
+{
+	*lo = *hi = 0;
+	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p)) {
+		if (!*lo || p->mtu < *lo)
+			*lo = p->mtu;
+		if (p->mtu > *hi)
+			*hi = p->mtu;
+	}
+}
+
 /* One endpoint as a JSON object. */
 static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx_stats *st)
 {
@@ -215,8 +229,24 @@ static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx
 		const char *names[OPX_WIRE_DROP_REASONS];
 		uint64_t counts[OPX_WIRE_DROP_REASONS];
 		unsigned int n = opx_stats_wire_drops(ep, names, counts);
+		uint32_t mtu_min, mtu_max;
+		struct shim_udp_stats us;
 
+		shim_udp_stats(ep->shim, &us);
+		opx_stats_path_mtu(ep, &mtu_min, &mtu_max);
 		fprintf(f, ", \"ux_held\": %" PRIu64, ep->rel.ux_held);
+		fprintf(f, ", \"udp_payload_min\": %u, \"udp_payload_max\": %u", mtu_min, mtu_max);
+		/* where loss recovery goes: what NACKs asked for, what timeouts
+		 * sent (the last resort), what arrived twice or past the window */
+		fprintf(f, ", \"recovery\": {\"nacks_received\": %" PRIu64
+			", \"nack_resends\": %" PRIu64 ", \"nack_ignored\": %" PRIu64
+			", \"timeouts\": %" PRIu64
+			", \"timeout_resends\": %" PRIu64 ", \"out_of_order\": %" PRIu64
+			", \"beyond_window\": %" PRIu64 ", \"ring_full\": %" PRIu64
+			", \"watchdog_resends\": %" PRIu64 "}",
+			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.timeouts,
+			ep->rel.rto_resends, ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full,
+			us.wd_resends);
 		fprintf(f, ", \"wire_drops\": {");
 		for (i = 0; i < n; i++)
 			fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", names[i], counts[i]);
@@ -244,13 +274,31 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 	fprintf(stderr, "  unexpected %" PRIu64 " (peak %" PRIu64 " B), queue peaks posted %" PRIu64
 		" unexpected %" PRIu64 ", credit stalls %" PRIu64 ", drops %" PRIu64 "\n",
 		st->ux_msgs, st->ux_bytes_peak, st->posted_peak, st->ux_peak, st->tx_eagain, drops);
-	if (ep->udp && ep->rel.flows)
+	if (ep->udp && ep->rel.flows) {
+		uint32_t mtu_min, mtu_max;
+		struct shim_udp_stats us;
+
+		shim_udp_stats(ep->shim, &us);
+		opx_stats_path_mtu(ep, &mtu_min, &mtu_max);
+		fprintf(stderr, "  udp path: %u", mtu_min);
+		if (mtu_max != mtu_min)
+			fprintf(stderr, "..%u", mtu_max);
+		fprintf(stderr, " payload bytes per datagram\n");
 		fprintf(stderr,
 			"  udp wire: retransmits %" PRIu64 ", duplicates %" PRIu64 ", nacks %" PRIu64
 			", timeouts %" PRIu64 ", dead peers %" PRIu64
 			", held for a sender over its unexpected share %" PRIu64 "\n",
 			st->retransmits, st->duplicates, st->nacks, ep->rel.timeouts, st->peer_timeouts,
 			ep->rel.ux_held);
+		fprintf(stderr,
+			"  udp recovery: nacks received %" PRIu64 ", resent for nacks %" PRIu64
+			" (%" PRIu64 " named again within the round trip: not resent)"
+			", resent by timeouts %" PRIu64 ", out of order %" PRIu64
+			", beyond the window %" PRIu64 ", receive ring full %" PRIu64
+			", resent by the watchdog %" PRIu64 "\n",
+			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.rto_resends,
+			ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full, us.wd_resends);
+	}
 	if (ep->udp) {
 		const char *names[OPX_WIRE_DROP_REASONS];
 		uint64_t counts[OPX_WIRE_DROP_REASONS];

@@ -32,6 +32,9 @@
 #   auth       latency, rate and bandwidth of opx with FI_OPX_AUTH=off,
 #              header (the default, also the opx column above) and full,
 #              interleaved in one pass: what the udp wire's MAC costs.
+#   MTU 1500   at the end the hosts again with every link at MTU 1500:
+#              opx_bw of opx and tcp, loss-free and with 1 % and 5 % of
+#              every IP packet (TCP's too) dropped on arrival in both.
 #   MPI        test/bench/mpi_bw.c (built here with mpicc), 1 rank per
 #              host (--map-by node): pml cm + mtl ofi on opx against pml
 #              ob1 + btl tcp,self; latency (half round trip) and bandwidth
@@ -63,6 +66,10 @@
 #   BENCH_HOSTS_LOSS=0     skip the 1 % loss part
 #   BENCH_HOSTS_AUTH=0     skip the FI_OPX_AUTH part
 #   BENCH_HOSTS_MPI=0      skip the Open MPI part
+#   BENCH_HOSTS_M15=0      skip the MTU 1500 part (opx and tcp bandwidth on
+#                          hosts whose links are all at MTU 1500, loss-free
+#                          and with 1 % and 5 % of every IP packet dropped)
+#   BENCH_HOSTS_M15_SIZES  its sizes (default "1048576 16777216")
 #   BENCH_HOSTS_DEADLINE   seconds for the whole script (default 900, quick 420)
 #   HOSTS_MTU              link MTU of the hosts (hosts.sh; default 9000)
 #   BENCH_OUT              where the tables (bench-hosts.txt) go
@@ -482,6 +489,54 @@ if [ "${BENCH_HOSTS_MPI:-1}" != 0 ]; then
 	fi
 fi
 
+# ---- a standard 1500-byte path -------------------------------------------------
+# The hosts again with every link at MTU 1500 (unless they already are):
+# opx against tcp, bandwidth only, loss-free and with 1 % and 5 % of every
+# IP packet dropped on arrival in both hosts ("hosts.sh drop HOST PCT
+# all": tcp's segments too, so both are measured under the same loss).
+M15_OK=0
+M15_LOSSES="0 1 5"
+M15_SIZES=${BENCH_HOSTS_M15_SIZES:-"1048576 16777216"}
+# m_bw15 LOSS PROV SIZE RUN: opx_bw -m bw over the 1500-byte path, MB/s.
+m_bw15() {
+	local loss=$1 prov=$2 size=$3 run=$4 out=$tmp/bw15.$1.$2.$3.$4 v tmo=$RUN_TMO
+	[ "$loss" != 0 ] && tmo=$LOSS_TMO
+	run_pair "$out" "$tmo" 1 "$BIN/opx_bw" -p "$prov" -P @PORT@ -T $((tmo - 5)) -- \
+		"$BIN/opx_bw" -p "$prov" -P @PORT@ -T $((tmo - 5)) -m bw -S "$size" -t "$TARGET" "$SRV_ADDR"
+	v=$(sed -n 's/^bw prov=.* mode=bw .* MBps=\([0-9.]*\).*/\1/p' "$out" | tail -n 1)
+	record "m15/$loss/$prov/bw$size" max "$v" "$out" \
+		"MTU 1500: $prov bandwidth $(hsize "$size"), $loss % loss" "$run"
+}
+if [ "${BENCH_HOSTS_M15:-1}" != 0 ] && [ $SECONDS -lt $DEADLINE ]; then
+	if [ "$MTU" != 1500 ]; then
+		kill_leftovers
+		bash "$HOSTS" down "$P" >/dev/null 2>&1
+		if ! HOSTS_MTU=1500 bash "$HOSTS" up 2 "$P" >"$tmp/up15" 2>&1; then
+			NOTES+=("MTU 1500 part skipped: hosts.sh up: $(why "$tmp/up15")")
+			M15_LOSSES=
+		fi
+	fi
+	for loss in $M15_LOSSES; do
+		if ! bash "$HOSTS" drop "$SRV_NS" "$loss" all >"$tmp/drop15" 2>&1 ||
+			! bash "$HOSTS" drop "$CLI_NS" "$loss" all >>"$tmp/drop15" 2>&1; then
+			NOTES+=("MTU 1500, $loss % loss skipped: hosts.sh drop: $(why "$tmp/drop15")")
+			continue
+		fi
+		M15_OK=1
+		for ((r = 1; r <= REPEAT; r++)); do
+			for size in $M15_SIZES; do
+				for prov in opx tcp; do
+					[ $SECONDS -ge $DEADLINE ] && continue
+					echo "  [MTU 1500, $loss % loss, run $r/$REPEAT] $prov bandwidth $(hsize "$size")" >&2
+					m_bw15 "$loss" "$prov" "$size" "$r"
+				done
+			done
+		done
+	done
+	bash "$HOSTS" drop "$SRV_NS" 0 >/dev/null 2>&1
+	bash "$HOSTS" drop "$CLI_NS" 0 >/dev/null 2>&1
+fi
+
 # ---- tables -------------------------------------------------------------------
 
 # v KEY: the figure of a cell ("skip" when no run reached it).
@@ -567,6 +622,20 @@ target() {
 		echo
 	fi
 
+	if [ $M15_OK = 1 ]; then
+		echo "MTU 1500 on every link: opx_bw MB/s, best of $REPEAT; loss = that % of every IP packet"
+		echo "(TCP's too) dropped on arrival in both hosts (hosts.sh drop HOST PCT all)"
+		printf '%-26s %12s %12s %8s %14s\n' metric opx tcp opx/tcp "opx loss/none"
+		for loss in $M15_LOSSES; do
+			for size in $M15_SIZES; do
+				printf '%-26s %12s %12s %8s %14s\n' "bw $(hsize "$size"), $loss % loss" \
+					"$(v "m15/$loss/opx/bw$size")" "$(v "m15/$loss/tcp/bw$size")" \
+					"$(ratio "$(v "m15/$loss/opx/bw$size")" "$(v "m15/$loss/tcp/bw$size")")" \
+					"$(ratio "$(v "m15/$loss/opx/bw$size")" "$(v "m15/0/opx/bw$size")")"
+			done
+		done
+		echo
+	fi
 	echo "targets (issue 7; reported, not enforced):"
 	target "8 B latency at most 0.7x tcp" "$(v nl/opx/lat)" "$(v nl/tcp/lat)" 0.7 le
 	target "8 B latency within 1.3x raw UDP" "$(v nl/opx/lat)" "$(v nl/raw/lat)" 1.3 le
@@ -578,6 +647,16 @@ target() {
 		for size in $SIZES; do
 			target "1 % loss: $(hsize "$size") bw at least half of loss-free" \
 				"$(v "loss/opx/bw$size")" "$(v "nl/opx/bw$size")" 0.5 ge
+		done
+	fi
+	if [ $M15_OK = 1 ]; then
+		for size in $M15_SIZES; do
+			target "MTU 1500: $(hsize "$size") bw at least tcp's" "$(v "m15/0/opx/bw$size")" \
+				"$(v "m15/0/tcp/bw$size")" 1 ge
+			target "MTU 1500, 1 % loss: $(hsize "$size") at least 0.7x loss-free" \
+				"$(v "m15/1/opx/bw$size")" "$(v "m15/0/opx/bw$size")" 0.7 ge
+			target "MTU 1500, 5 % loss: $(hsize "$size") at least tcp's" \
+				"$(v "m15/5/opx/bw$size")" "$(v "m15/5/tcp/bw$size")" 1 ge
 		done
 	fi
 	if [ $AUTH_OK = 1 ]; then

@@ -19,9 +19,12 @@
 #   hosts.sh run NAME cmd...       run cmd in namespace NAME with the host
 #                                  name NAME (own UTS namespace, like opx-rsh;
 #                                  environment kept)
-#   hosts.sh drop HOST PERCENT     drop PERCENT % of the UDP packets arriving
-#                                  in namespace HOST (nftables); 0 removes it;
-#                                  exit 77 without nft
+#   hosts.sh drop HOST PERCENT [all]
+#                                  drop PERCENT % of the UDP packets arriving
+#                                  in namespace HOST (nftables; "all": every
+#                                  IP packet, TCP's too, so that tcp can be
+#                                  measured under the same loss); 0 removes
+#                                  it; exit 77 without nft
 #   hosts.sh mpirun-args [PREFIX]  the Open MPI arguments that start one
 #                                  orted per namespace through scripts/opx-rsh:
 #     mpirun --allow-run-as-root $(scripts/hosts.sh mpirun-args) -np 2 ./a.out
@@ -182,7 +185,8 @@ do_up() {
 }
 
 do_drop() {
-	local host=$1 pct=$2
+	local host=$1 pct=$2 what=(meta l4proto udp)
+	[ "${3:-udp}" = all ] && what=(meta nfproto ipv4)
 	if ! [[ $pct =~ ^[0-9]+$ ]] || [ "$pct" -gt 100 ]; then
 		die "PERCENT must be 0..100"
 	fi
@@ -192,7 +196,7 @@ do_drop() {
 	[ "$pct" -eq 0 ] && return 0
 	ip netns exec "$host" nft add table inet opxloss
 	ip netns exec "$host" nft add chain inet opxloss in '{ type filter hook input priority 0; }'
-	ip netns exec "$host" nft add rule inet opxloss in meta l4proto udp numgen random mod 100 '<' "$pct" drop
+	ip netns exec "$host" nft add rule inet opxloss in "${what[@]}" numgen random mod 100 '<' "$pct" drop
 }
 
 do_mpirun_args() {
@@ -219,7 +223,7 @@ run) [ $# -ge 2 ] || usage; is_ns "$1" || die "no namespace '$1'"
 	# shellcheck disable=SC2016 # $0 and $@ expand in the inner shell
 	exec ip netns exec "$ns" unshare --uts sh -c \
 		'echo "$0" >/proc/sys/kernel/hostname && exec "$@"' "$ns" "$@" ;;
-drop) [ $# -eq 2 ] || usage; do_drop "$1" "$2" ;;
+drop) [ $# -eq 2 ] || [ $# -eq 3 ] || usage; do_drop "$@" ;;
 mpirun-args) set_prefix "${1:-}"; do_mpirun_args ;;
 *) usage ;;
 esac
