@@ -221,8 +221,8 @@ else
 	# hydra's ssh launcher runs "opx-rsh HOST proxy-command" for each
 	# host; the proxies call back to mpiexec at the bridge's address
 	# (-iface), the one address of this namespace they can reach.
-	xargs=(-launcher ssh -launcher-exec "$top/scripts/opx-rsh" -iface ${prefix}br
-	       -hosts ${prefix}1,${prefix}2)
+	xargs=(-launcher ssh -launcher-exec "$top/scripts/opx-rsh" -iface "${prefix}br"
+	       -hosts "${prefix}1,${prefix}2")
 	# a minute of peer timeout: 4 ranks on 2 busy cores can leave a
 	# peer unscheduled longer than the default 10 s (see udp.sh)
 	nolocal=(-genv MPIR_CVAR_NOLOCAL 1 -genv FI_OPX_PEER_TIMEOUT 60)
