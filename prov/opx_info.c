@@ -677,6 +677,32 @@ static int opx_info_addrs_sock(struct fi_info *fi, const char *node, const char 
 	return 0;
 }
 
+/*
+ * Progress: the first entry is manual progress (no thread, the fastest),
+ * and when the hints leave the progress model open a second entry, the
+ * same in every other respect, offers FI_PROGRESS_AUTO (a progress thread
+ * per domain, opx_auto.c).  Middleware that picks a provider from a list
+ * by its progress model (MPICH with MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_
+ * PROGRESS=1 scores the entries of a hint-less fi_getinfo) finds it there,
+ * as it does with real OPX.
+ */
+static int opx_info_add_auto(struct fi_info *fi, const struct fi_info *hints)
+{
+	const struct fi_domain_attr *hd = hints ? hints->domain_attr : NULL;
+	struct fi_info *a;
+
+	if (hd && (hd->control_progress != FI_PROGRESS_UNSPEC ||
+		   hd->data_progress != FI_PROGRESS_UNSPEC))
+		return 0;
+	a = fi_dupinfo(fi);
+	if (!a)
+		return -FI_ENOMEM;
+	a->domain_attr->control_progress = FI_PROGRESS_AUTO;
+	a->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	fi->next = a;
+	return 0;
+}
+
 int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
 		const struct fi_info *hints, struct fi_info **info)
 {
@@ -718,6 +744,11 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 		ret = opx_info_addrs_sock(fi, node, service, flags, hints, &d);
 	else
 		ret = opx_info_addrs(fi, node, service, flags, hints, d.host_id, d.unit);
+	if (ret) {
+		fi_freeinfo(fi);
+		return ret;
+	}
+	ret = opx_info_add_auto(fi, hints);
 	if (ret) {
 		fi_freeinfo(fi);
 		return ret;

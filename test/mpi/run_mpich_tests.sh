@@ -13,7 +13,9 @@
 #     (otherwise MPICH moves on-host traffic through its own shared memory
 #     and opx carries nothing), then mpi_osc (native fi_write/fi_read/
 #     fi_atomic RMA) and mpi_osc with MPIR_CVAR_CH4_OFI_ENABLE_RMA=0
-#     (MPICH's active-message RMA over opx's tagged/multi-recv path), and
+#     (MPICH's active-message RMA over opx's tagged/multi-recv path),
+#     mpi_osc and mpi_large with MPICH's data auto progress (opx's progress
+#     thread), and
 #     mpi_large and mpi_flood with opx's SDMA push rendezvous.
 #  3. across hosts: 2 namespace hosts (scripts/hosts.sh, root only; SKIP
 #     with the reason otherwise), hydra starting its proxies through
@@ -192,6 +194,14 @@ done
 job "mpi_osc np=2 active-message RMA (MPIR_CVAR_CH4_OFI_ENABLE_RMA=0)" \
 	"$bindir/mpi_osc.am.log" 2 -genv MPIR_CVAR_NOLOCAL 1 \
 	-genv MPIR_CVAR_CH4_OFI_ENABLE_RMA 0 -- ./mpi_osc
+# MPICH asking for data auto progress: opx's second fi_getinfo entry, a
+# progress thread per domain (opx_auto.c)
+for t in mpi_osc mpi_large; do
+	want "$t" || continue
+	job "$t np=2 auto progress (MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS=1)" \
+		"$bindir/$t.auto.log" 2 -genv MPIR_CVAR_NOLOCAL 1 \
+		-genv MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS 1 -- "./$t"
+done
 # opx's other rendezvous path: SDMA push into the receiver's TID table
 for t in mpi_large mpi_flood; do
 	want "$t" || continue

@@ -132,7 +132,15 @@ static void test_null_hints(void **state)
 
 	assert_int_equal(getinfo(NULL, &fi), 0);
 	assert_non_null(fi);
-	assert_null(fi->next);
+	/* manual progress first; the same again with auto progress second */
+	assert_int_equal(fi->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	assert_int_equal(fi->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+	assert_non_null(fi->next);
+	assert_int_equal(fi->next->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	assert_int_equal(fi->next->domain_attr->control_progress, FI_PROGRESS_AUTO);
+	assert_int_equal(fi->next->caps, fi->caps);
+	assert_int_equal(fi->next->mode, fi->mode);
+	assert_null(fi->next->next);
 	assert_int_equal(fi->caps, OPX_CAPS & ~OPX_CAPS_ASKED_ONLY); /* FI_SOURCE_ERR only when asked */
 	assert_int_equal(fi->mode, 0);
 	assert_int_equal(fi->addr_format, FI_ADDR_OPX);
