@@ -38,14 +38,14 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/opx-$BENCH_NAME.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# wait_listen PORT PID: until a server (PID) listens on PORT, bounded.
+# wait_listen PORT PID: until a server (PID) listens on PORT, at most 60 s.
 wait_listen() {
 	local port=$1 pid=$2 i
 	if ! command -v ss >/dev/null 2>&1; then
 		sleep 1
 		return 0
 	fi
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < 1200; i++)); do
 		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
 		kill -0 "$pid" 2>/dev/null || return 1
 		sleep 0.05

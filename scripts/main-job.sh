@@ -20,7 +20,7 @@ JOBS=${OPX_JOBS:-$(nproc)}
 
 PACKAGES=(libfabric-dev libfabric-bin libibverbs-dev libnuma-dev libsodium-dev libcmocka-dev
 	openmpi-bin libopenmpi-dev autoconf automake libtool pkg-config make gcc
-	clang iproute2)
+	clang iproute2 procps)
 # Only the test suite needs these: the Debian package build and its checks,
 # and nftables for the tests that drop packets between namespace hosts.
 TEST_PACKAGES=(dpkg-dev debhelper fakeroot lintian nftables)
@@ -71,21 +71,41 @@ build() {
 	(cd "$BUILD" && "$REPO/configure" && make -j"$JOBS")
 }
 
+# wait_server PORT PID LOG: until fi_pingpong (the child of timeout PID)
+# listens on its TCP control port PORT - a fact, not a pause, so a busy
+# machine only makes it slower; at most 60 s.  Fails if the server exited,
+# found the port taken, or never listened.
+wait_server() {
+	local port=$1 pid=$2 out=$3 i kids
+	for ((i = 0; i < 1200; i++)); do
+		kids=$(pgrep -P "$pid" | tr '\n' '|')
+		if [ -n "$kids" ] && ss -Hltnp "sport = :$port" 2>/dev/null |
+		   grep -qE "pid=(${kids%|}),"; then
+			return 0
+		fi
+		kill -0 "$pid" 2>/dev/null || return 1
+		grep -qi 'address already in use' "$out" 2>/dev/null && return 1
+		sleep 0.05
+	done
+	return 1
+}
+
 # Start "$@ -B port" in the background and "$@ -P port 127.0.0.1" in the
-# foreground, both bounded; fail if either side fails.  The port is random
-# and a server that finds it taken is restarted on another one.
+# foreground once the server listens, both bounded; fail if either side
+# fails.  The port is random and a server that finds it taken (or never
+# listens) is restarted on another one.
 run_pingpong() {
-	local port spid rc srv_rc try
+	local port spid rc srv_rc
 	log "fi_pingpong $* (server + client on 127.0.0.1)"
-	for try in 1 2 3 4 5; do
+	for _ in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 30000))
 		rc=0 srv_rc=0
 		timeout 120 fi_pingpong "$@" -B $port >"$BUILD/pingpong-server.log" 2>&1 &
 		spid=$!
-		sleep 1
-		if grep -qi 'address already in use' "$BUILD/pingpong-server.log"; then
+		if ! wait_server $port $spid "$BUILD/pingpong-server.log"; then
+			kill $spid 2>/dev/null
 			wait $spid
-			echo "port $port in use, trying another"
+			echo "port $port: the server did not listen, trying another"
 			continue
 		fi
 		timeout 120 fi_pingpong "$@" -P $port 127.0.0.1 || rc=$?

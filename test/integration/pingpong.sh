@@ -50,7 +50,7 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/opx-pingpong.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-# Wait (at most ~5 s) until *our* server listens on its control port, so
+# Wait (at most ~60 s) until *our* server listens on its control port, so
 # the client never races the server's startup nor talks to another program
 # that happens to hold the port. Returns 2 when the port is taken by
 # someone else (the caller moves to another port). Without ss, fall back
@@ -61,7 +61,7 @@ wait_listen() {
 		sleep 1
 		return 0
 	fi
-	for ((i = 0; i < 100; i++)); do
+	for ((i = 0; i < 1200; i++)); do
 		# $pid is timeout(1); fi_pingpong is its child.
 		# not under the ASan runtime the sanitizer build preloads:
 		# pgrep deadlocks in it

@@ -94,14 +94,19 @@ hosts_up() {
 # the target on ${prefix}1 listens on a free TCP port, the initiators on
 # ${prefix}2 connect to it; both over the udp wire between the hosts
 across() { # mode
-	local mode=$1 port= i spid crc src start
+	local mode=$1 port='' i spid crc src start out
 	start=$(date +%s)
 	echo "# 2 hosts: $bin -p opx $mode -l 0 on ${prefix}1, -c 198.18.0.1:PORT on ${prefix}2"
+	# a file of this run's own: the previous target's output must never
+	# be read for this one's port (a reused file is truncated only when
+	# the background shell gets to run, on a busy machine much later)
+	out=$(mktemp "$tmp/target.XXXXXX") || return 1
 	timeout -k 10 "${TEST_TIMEOUT:-300}" bash "$hosts" run ${prefix}1 "$bin" -p opx $mode -l 0 \
-		>"$tmp/target" 2>&1 &
+		>"$out" 2>&1 &
 	spid=$!
-	for ((i = 0; i < 100; i++)); do
-		port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$tmp/target")
+	# until it says it listens, exits, or 60 s pass
+	for ((i = 0; i < 600; i++)); do
+		port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$out")
 		[ -n "$port" ] && break
 		kill -0 $spid 2>/dev/null || break
 		sleep 0.1
@@ -110,7 +115,7 @@ across() { # mode
 		echo "FAIL: the target on ${prefix}1 did not start listening"
 		kill $spid 2>/dev/null
 		wait $spid
-		cat "$tmp/target"
+		cat "$out"
 		finish 1 "2 hosts $mode" "$start"
 		return
 	fi
@@ -119,7 +124,7 @@ across() { # mode
 	crc=$?
 	wait $spid
 	src=$?
-	sed 's/^/target: /' "$tmp/target"
+	sed 's/^/target: /' "$out"
 	[ $crc = 0 ] || echo "FAIL: initiators on ${prefix}2 exited with $crc"
 	[ $src = 0 ] || echo "FAIL: target on ${prefix}1 exited with $src"
 	[ $crc != 0 ] && src=$crc
