@@ -10,6 +10,8 @@
 #   4. clang -Werror build of everything, tests included (compile check)
 #   5. make distcheck: the release tarball configures, builds, passes the
 #      unit, man page and install tests, installs and uninstalls cleanly
+#   0. (before 2) the call graph of prov/ and driver-shim/ has no call
+#      circle beyond the known ones (scripts/callgraph.sh)
 # Every stage runs even if an earlier independent one failed, so one CI run
 # reports all breakage; the exit status is non-zero if any stage failed,
 # and the test-suite logs of failing builds are printed.
@@ -121,6 +123,10 @@ if [ -n "$(git -C "$REPO" status --porcelain --untracked-files=no 2>/dev/null)" 
 	echo "test-all.sh: note: the in-tree build clones $REPO: its uncommitted" \
 		"changes are not in that build (the other builds have them)"
 fi
+# The call graph: no call circle among the files of prov/ or driver-shim/
+# beyond the known ones (scripts/callgraph.known), which can only shrink.
+stage "call graph: no new circle (scripts/callgraph.sh)" "$REPO/build-callgraph" \
+	bash "$REPO/scripts/callgraph.sh"
 stage "gcc in-tree build + make check (unit + integration)" "$REPO/build-intree" build_intree
 stage "ASan+UBSan build + unit, integration and MPI tests" "$REPO/build-asan" build_asan
 stage "clang -Werror build" "$REPO/build-clang" build_clang
