@@ -316,6 +316,11 @@ void opx_pset_disarm_locked(struct opx_pset *ps);
  * ready (has something to read), else arm its endpoints once (*armed).
  * Lock held. */
 int opx_pset_trywait_locked(struct opx_pset *ps, bool *armed, bool ready);
+/* One endpoint's wake-up (opx_wait.c): its wait fd; arm before sleeping
+ * (-FI_EAGAIN if work is pending), disarm after. */
+int opx_wait_ep_fd(const struct opx_ep *ep);
+int opx_wait_ep_arm(struct opx_ep *ep);
+void opx_wait_ep_disarm(struct opx_ep *ep);
 /* fabric->ops->trywait: 0 when every fid may block, -FI_EAGAIN when one
  * has work pending (the caller reads it instead of waiting). */
 int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
@@ -360,11 +365,26 @@ struct opx_cq {
 	_Atomic int refcnt; /* bound endpoints */
 	struct shim_ctx *udp_via; /* the first bound endpoint's context: its
 				     socket carries the udp peers opened here */
+	/* writer side (opx_complete.c) */
+	size_t cap;        /* most ring entries (0: no cap but memory) */
+	uint64_t overruns; /* completions reported as FI_EOVERRUN errors */
+};
+
+/* Provider data of an error entry: only FI_SOURCE_ERR's address. */
+#define OPX_CQ_ERR_DATA_MAX sizeof(struct shim_addr)
+/* An error with its ring position and its provider-specific data, if
+ * any (err.e.err_data_size bytes; 0 for most errors, whose err and
+ * prov_errno say all there is). */
+struct opx_cq_err_node {
+	struct opx_cq_err err;
+	uint64_t seq;
+	char data[OPX_CQ_ERR_DATA_MAX];
 };
 
 int opx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq,
 		void *context);
-/* Room for n more completions, growing the ring if needed: false when it
+/* The writer side, in opx_complete.c (the reader, fi_ops_cq, is opx_cq.c).
+ * Room for n more completions, growing the ring if needed: false when it
  * cannot grow (memory, or the cap below).  Operations check it before
  * they are consumed and push back with -FI_EAGAIN, so no completion is
  * ever lost.  Lock held. */
@@ -444,14 +464,11 @@ int opx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 		void *context);
 
 /* ---------------------------------------------------------------------
- * Endpoint hooks used by CQ/counter progress and waits (opx_ep.c).
+ * Endpoint hooks used by CQ/counter progress (opx_ep.c, opx_progress.c).
  */
 int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
 		void *context);
 void opx_ep_progress_locked(struct opx_ep *ep);
-int opx_ep_wait_fd(const struct opx_ep *ep);
-int opx_ep_sleep_arm(struct opx_ep *ep);  /* -FI_EAGAIN if work is pending */
-void opx_ep_sleep_disarm(struct opx_ep *ep);
 
 /* ---------------------------------------------------------------------
  * Info (opx_info.c).

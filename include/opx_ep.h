@@ -108,7 +108,7 @@ struct opx_ux {
 	uint8_t inl[64];
 };
 
-/* Unexpected bytes of one sender (opx_match.c): open addressing by
+/* Unexpected bytes of one sender (opx_ux.c): open addressing by
  * slid << 16 | sctx; senders beyond OPX_UX_SRC_SLOTS share one count. */
 #define OPX_UX_SRC_SLOTS 256u
 #define OPX_UX_SRC_NONE 0u   /* not counted per sender (no memory for the table) */
@@ -361,7 +361,8 @@ static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 	opx_list_insert_head(&ep->req_free, &req->link);
 }
 void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
-/* A descriptor for an unexpected message of sender (slid, sctx) holding
+/* opx_ux.c: the unexpected-message store and its bounds.  Lock held.
+ * A descriptor for an unexpected message of sender (slid, sctx) holding
  * len payload bytes; NULL when the sender is over its share of the bound
  * (opx_ux_src_over, with the ring's slack): the packet stays queued. */
 struct opx_ux *opx_ux_get(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t len);
@@ -385,6 +386,7 @@ static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
 	ux->buf = NULL;
 	opx_list_insert_head(&ep->ux_free, &ux->link);
 }
+/* opx_match.c again */
 struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
 /* Where a message of len bytes lands in req: returns the offset, sets *cap
  * to the bytes that fit (multi-recv buffers hand out consecutive space). */

@@ -18,7 +18,7 @@
  *     every OPX_AUTO_TICK_NS, without arming anything, so a busy
  *     application's senders never pay a wake-up;
  *   - otherwise it arms the endpoints' wake-ups (the receive contexts'
- *     sleep flags, opx_ep_sleep_arm) and sleeps in poll() on their wait
+ *     sleep flags, opx_wait_ep_arm) and sleeps in poll() on their wait
  *     fds and its own stop fd, a bounded slice (FI_OPX_SLEEP_MS) at a
  *     time: a missed wake-up costs a slice, never a hang (opx_wait.c).
  * Endpoints join at fi_enable and leave at close (opx_ep.c); the thread
@@ -77,7 +77,7 @@ static void opx_auto_sleep(struct opx_auto *a, int slice_ms)
 
 	fds[n++] = (struct pollfd){.fd = a->stop_fd, .events = POLLIN};
 	for (size_t i = 0; i < a->eps.count && n < OPX_MAX_EPS + 1; i++) {
-		int fd = opx_ep_wait_fd(a->eps.eps[i]);
+		int fd = opx_wait_ep_fd(a->eps.eps[i]);
 
 		if (fd >= 0)
 			fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};

@@ -4,13 +4,174 @@
  * the application hears of it.  A send's completion (opx_ep_tx_report) and
  * a receive's (opx_rx_complete, with FI_MULTI_RECV's buffer release) become
  * a CQ entry or error entry, subject to selective completion, and a
- * counter increment.  Called by matching, rendezvous and the send paths;
- * calls only the CQ and counter objects.
+ * counter increment.  Called by matching, rendezvous, one-sided and the
+ * send paths; it holds the CQ's writer side (the ring grows, a full ring
+ * that cannot grow turns completions into FI_EOVERRUN errors) and calls
+ * nothing above it.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "opx_addr.h"
 #include "opx_ep.h"
+
+/* ---------------------------------------------------------------------
+ * The CQ's writer side (hot path): its ring and error list, which the
+ * reader side (opx_cq.c, fi_ops_cq) drains.
+ */
+static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
+{
+	size_t old_n = cq->mask + 1;
+	size_t new_n = old_n * 2;
+	size_t cap = cq->cap;
+	struct opx_cq_slot *ring;
+
+	if (cap && new_n > cap)
+		return -FI_EAGAIN;
+	ring = malloc(new_n * sizeof(*ring));
+	if (!ring) {
+		OPX_WARN(FI_LOG_CQ, "cannot grow CQ ring to %zu entries\n", new_n);
+		return -FI_ENOMEM;
+	}
+	/* Unwrap: the live entries become ring[0 .. n-1] in order. */
+	size_t n = (size_t)(cq->tail - cq->head);
+	for (size_t i = 0; i < n; i++)
+		ring[i] = cq->ring[(cq->head + i) & cq->mask];
+	free(cq->ring);
+	cq->ring = ring;
+	cq->mask = new_n - 1;
+	/* Error positions are absolute, so shift them with the ring. */
+	struct opx_list *it;
+	opx_list_foreach(&cq->err_list, it)
+	{
+		struct opx_cq_err_node *en = OPX_CONTAINER_OF(it, struct opx_cq_err_node, err.link);
+		en->seq -= cq->head;
+	}
+	cq->tail -= cq->head;
+	cq->head = 0;
+	return 0;
+}
+
+bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n)
+{
+	while (cq->tail - cq->head + n > cq->mask + 1)
+		if (opx_cq_grow(cq))
+			return false;
+	return true;
+}
+
+void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries)
+{
+	size_t cap = 0;
+
+	if (max_entries) {
+		cap = 1;
+		while (cap < max_entries)
+			cap *= 2;
+		if (cap < cq->mask + 1)
+			cap = cq->mask + 1; /* the ring never shrinks */
+	}
+	cq->cap = cap;
+}
+
+/* The ring is full and cannot grow: keep the completion as an error
+ * entry the application reads with fi_cq_readerr (FI_EOVERRUN, the
+ * rest of the entry as it would have been). */
+static __attribute__((noinline, cold)) int opx_cq_overrun(struct opx_cq *cq, void *op_context,
+							  uint64_t flags, size_t len, void *buf,
+							  uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	if (!cq->overruns++)
+		OPX_WARN(FI_LOG_CQ, "CQ ring full and cannot grow: completions are reported "
+				    "as FI_EOVERRUN errors; read the CQ more often\n");
+	return opx_cq_report_err_locked(cq, op_context, flags, len, buf, data, tag, 0, FI_EOVERRUN,
+					0, src);
+}
+
+int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+{
+	if (__builtin_expect(cq->tail - cq->head > cq->mask, 0)) {
+		if (opx_cq_grow(cq))
+			return opx_cq_overrun(cq, op_context, flags, len, buf, data, tag, src);
+	}
+	struct opx_cq_slot *s = &cq->ring[cq->tail & cq->mask];
+
+	s->e.op_context = op_context;
+	s->e.flags = flags;
+	s->e.len = len;
+	s->e.buf = buf;
+	s->e.data = data;
+	s->e.tag = tag;
+	s->src = src;
+	cq->tail++;
+	return 0;
+}
+
+int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
+			     int prov_errno, fi_addr_t src)
+{
+	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
+
+	if (!en) {
+		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
+		return -FI_ENOMEM;
+	}
+	/* err is a positive code per fi_cq_err_entry; accept -FI_E* too. */
+	if (err < 0)
+		err = -err;
+	en->err.e.op_context = op_context;
+	en->err.e.flags = flags;
+	en->err.e.len = len;
+	en->err.e.buf = buf;
+	en->err.e.data = data;
+	en->err.e.tag = tag;
+	en->err.e.olen = olen;
+	en->err.e.err = err;
+	en->err.e.prov_errno = prov_errno;
+	en->err.src = src;
+	/* No provider data: readerr must then leave the caller's err_data
+	 * buffer alone (fi_cq_strerror works from prov_errno). */
+	en->err.e.err_data = NULL;
+	en->err.e.err_data_size = 0;
+	en->seq = cq->tail;
+	opx_list_insert_tail(&cq->err_list, &en->err.link);
+	return 0;
+}
+
+int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				 void *buf, uint64_t data, uint64_t tag, const void *addr,
+				 size_t addrlen)
+{
+	struct opx_cq_err_node *en;
+
+	static_assert(sizeof(struct shim_addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
+	if (addrlen > OPX_CQ_ERR_DATA_MAX)
+		return -FI_EINVAL;
+	en = calloc(1, sizeof(*en));
+	if (!en) {
+		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
+		return -FI_ENOMEM;
+	}
+	en->err.e.op_context = op_context;
+	en->err.e.flags = flags;
+	en->err.e.len = len;
+	en->err.e.buf = buf;
+	en->err.e.data = data;
+	en->err.e.tag = tag;
+	en->err.e.err = FI_EADDRNOTAVAIL;
+	en->err.src = FI_ADDR_NOTAVAIL;
+	/* fi_cq(3): err_data is the source address, in the domain's
+	 * address format, ready for fi_av_insert */
+	memcpy(en->data, addr, addrlen);
+	en->err.e.err_data = en->data;
+	en->err.e.err_data_size = addrlen;
+	en->seq = cq->tail;
+	opx_list_insert_tail(&cq->err_list, &en->err.link);
+	return 0;
+}
+
 
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
 {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * opx_cq.c - completion queue.
+ * opx_cq.c - completion queue: the object and its reader side (fi_ops_cq,
+ * which drives progress); the writer side that fills the ring and the
+ * error list is at the bottom of the data path, opx_complete.c.
  *
  * Successful completions go to a power-of-two ring of full tagged
  * entries; the ring doubles when full.  Growth can fail (memory, or the
@@ -39,8 +41,6 @@
 /* attr->size is a hint; the ring grows anyway, so a huge hint is not
  * allowed to pin memory up front. */
 #define OPX_CQ_MAX_INIT_SIZE (1u << 20)
-/* Provider data of an error entry: only FI_SOURCE_ERR's address. */
-#define OPX_CQ_ERR_DATA_MAX sizeof(struct shim_addr)
 
 static_assert(offsetof(struct fi_cq_tagged_entry, op_context) == 0, "format prefix");
 static_assert(offsetof(struct fi_cq_msg_entry, len) == offsetof(struct fi_cq_tagged_entry, len),
@@ -48,23 +48,12 @@ static_assert(offsetof(struct fi_cq_msg_entry, len) == offsetof(struct fi_cq_tag
 static_assert(offsetof(struct fi_cq_data_entry, data) == offsetof(struct fi_cq_tagged_entry, data),
 	      "format prefix");
 
-/* An error with its ring position and its provider-specific data, if
- * any (err.e.err_data_size bytes; 0 for most errors, whose err and
- * prov_errno say all there is). */
-struct opx_cq_err_node {
-	struct opx_cq_err err;
-	uint64_t seq;
-	char data[OPX_CQ_ERR_DATA_MAX];
-};
-
 /* Private part; struct opx_cq (opx.h) first so other files use it as is. */
 struct opx_cq_priv {
 	struct opx_cq cq;
 	size_t entry_size;
 	uint32_t api_version;
 	bool armed;       /* fi_trywait armed our endpoints */
-	size_t cap;       /* most ring entries (0: no cap but memory) */
-	uint64_t overruns; /* completions reported as FI_EOVERRUN errors */
 	int sig_fd;       /* FI_WAIT_FD: eventfd in the epoll set, for fi_cq_signal */
 	_Atomic int sig_fd_written;
 	char err_data[OPX_CQ_ERR_DATA_MAX]; /* provider-owned err_data (readerr) */
@@ -78,164 +67,6 @@ static inline struct opx_cq_priv *opx_cq_priv_of(struct opx_cq *cq)
 static inline struct opx_cq *opx_cq_of(struct fid_cq *cq_fid)
 {
 	return OPX_CONTAINER_OF(cq_fid, struct opx_cq, cq_fid);
-}
-
-/* ---------------------------------------------------------------------
- * Producer side (hot path).
- */
-static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
-{
-	size_t old_n = cq->mask + 1;
-	size_t new_n = old_n * 2;
-	size_t cap = opx_cq_priv_of(cq)->cap;
-	struct opx_cq_slot *ring;
-
-	if (cap && new_n > cap)
-		return -FI_EAGAIN;
-	ring = malloc(new_n * sizeof(*ring));
-	if (!ring) {
-		OPX_WARN(FI_LOG_CQ, "cannot grow CQ ring to %zu entries\n", new_n);
-		return -FI_ENOMEM;
-	}
-	/* Unwrap: the live entries become ring[0 .. n-1] in order. */
-	size_t n = (size_t)(cq->tail - cq->head);
-	for (size_t i = 0; i < n; i++)
-		ring[i] = cq->ring[(cq->head + i) & cq->mask];
-	free(cq->ring);
-	cq->ring = ring;
-	cq->mask = new_n - 1;
-	/* Error positions are absolute, so shift them with the ring. */
-	struct opx_list *it;
-	opx_list_foreach(&cq->err_list, it)
-	{
-		struct opx_cq_err_node *en = OPX_CONTAINER_OF(it, struct opx_cq_err_node, err.link);
-		en->seq -= cq->head;
-	}
-	cq->tail -= cq->head;
-	cq->head = 0;
-	return 0;
-}
-
-bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n)
-{
-	while (cq->tail - cq->head + n > cq->mask + 1)
-		if (opx_cq_grow(cq))
-			return false;
-	return true;
-}
-
-void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries)
-{
-	size_t cap = 0;
-
-	if (max_entries) {
-		cap = 1;
-		while (cap < max_entries)
-			cap *= 2;
-		if (cap < cq->mask + 1)
-			cap = cq->mask + 1; /* the ring never shrinks */
-	}
-	opx_cq_priv_of(cq)->cap = cap;
-}
-
-/* The ring is full and cannot grow: keep the completion as an error
- * entry the application reads with fi_cq_readerr (FI_EOVERRUN, the
- * rest of the entry as it would have been). */
-static __attribute__((noinline, cold)) int opx_cq_overrun(struct opx_cq *cq, void *op_context,
-							  uint64_t flags, size_t len, void *buf,
-							  uint64_t data, uint64_t tag, fi_addr_t src)
-{
-	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
-
-	if (!priv->overruns++)
-		OPX_WARN(FI_LOG_CQ, "CQ ring full and cannot grow: completions are reported "
-				    "as FI_EOVERRUN errors; read the CQ more often\n");
-	return opx_cq_report_err_locked(cq, op_context, flags, len, buf, data, tag, 0, FI_EOVERRUN,
-					0, src);
-}
-
-int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
-{
-	if (__builtin_expect(cq->tail - cq->head > cq->mask, 0)) {
-		if (opx_cq_grow(cq))
-			return opx_cq_overrun(cq, op_context, flags, len, buf, data, tag, src);
-	}
-	struct opx_cq_slot *s = &cq->ring[cq->tail & cq->mask];
-
-	s->e.op_context = op_context;
-	s->e.flags = flags;
-	s->e.len = len;
-	s->e.buf = buf;
-	s->e.data = data;
-	s->e.tag = tag;
-	s->src = src;
-	cq->tail++;
-	return 0;
-}
-
-int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
-			     int prov_errno, fi_addr_t src)
-{
-	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
-
-	if (!en) {
-		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
-		return -FI_ENOMEM;
-	}
-	/* err is a positive code per fi_cq_err_entry; accept -FI_E* too. */
-	if (err < 0)
-		err = -err;
-	en->err.e.op_context = op_context;
-	en->err.e.flags = flags;
-	en->err.e.len = len;
-	en->err.e.buf = buf;
-	en->err.e.data = data;
-	en->err.e.tag = tag;
-	en->err.e.olen = olen;
-	en->err.e.err = err;
-	en->err.e.prov_errno = prov_errno;
-	en->err.src = src;
-	/* No provider data: readerr must then leave the caller's err_data
-	 * buffer alone (fi_cq_strerror works from prov_errno). */
-	en->err.e.err_data = NULL;
-	en->err.e.err_data_size = 0;
-	en->seq = cq->tail;
-	opx_list_insert_tail(&cq->err_list, &en->err.link);
-	return 0;
-}
-
-int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-				 void *buf, uint64_t data, uint64_t tag, const void *addr,
-				 size_t addrlen)
-{
-	struct opx_cq_err_node *en;
-
-	static_assert(sizeof(struct shim_addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
-	if (addrlen > OPX_CQ_ERR_DATA_MAX)
-		return -FI_EINVAL;
-	en = calloc(1, sizeof(*en));
-	if (!en) {
-		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
-		return -FI_ENOMEM;
-	}
-	en->err.e.op_context = op_context;
-	en->err.e.flags = flags;
-	en->err.e.len = len;
-	en->err.e.buf = buf;
-	en->err.e.data = data;
-	en->err.e.tag = tag;
-	en->err.e.err = FI_EADDRNOTAVAIL;
-	en->err.src = FI_ADDR_NOTAVAIL;
-	/* fi_cq(3): err_data is the source address, in the domain's
-	 * address format, ready for fi_av_insert */
-	memcpy(en->data, addr, addrlen);
-	en->err.e.err_data = en->data;
-	en->err.e.err_data_size = addrlen;
-	en->seq = cq->tail;
-	opx_list_insert_tail(&cq->err_list, &en->err.link);
-	return 0;
 }
 
 /* ---------------------------------------------------------------------

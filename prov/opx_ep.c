@@ -701,28 +701,3 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	*epp = &ep->ep_fid;
 	return 0;
 }
-
-/* ---------------------------------------------------------------------
- * Hooks for CQ/counter progress and blocking waits.
- */
-int opx_ep_wait_fd(const struct opx_ep *ep)
-{
-	return shim_ctx_wait_fd(ep->shim);
-}
-
-int opx_ep_sleep_arm(struct opx_ep *ep)
-{
-	int rc = shim_ctx_sleep_arm(ep->shim);
-
-	if (rc)
-		return -FI_EAGAIN;
-	ep->armed = true;
-	return 0;
-}
-
-void opx_ep_sleep_disarm(struct opx_ep *ep)
-{
-	if (ep->armed)
-		shim_ctx_sleep_disarm(ep->shim);
-	ep->armed = false;
-}

@@ -23,10 +23,7 @@
 
 #include <sys/epoll.h>
 
-#include "opx.h"
-
-/* Shared by opx_cq.c, opx_cntr.c and opx_wait.c, repeated in each until
- * opx.h declares them (proposed header change). */
+#include "opx_ep.h"
 
 /* sched_yield() rounds after the spin phase, before sleeping. */
 #define OPX_WAIT_YIELDS 64
@@ -90,7 +87,7 @@ int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
 	if (first && epoll_fd >= 0) {
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 
-		if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, opx_ep_wait_fd(ep), &ev)) {
+		if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, opx_wait_ep_fd(ep), &ev)) {
 			ret = opx_err_from_shim(-errno);
 			OPX_WARN(FI_LOG_CQ, "cannot add endpoint wait fd: %d\n", errno);
 			opx_pset_remove(ps, ep);
@@ -106,7 +103,7 @@ bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep
 		return false;
 	opx_pset_remove(ps, ep);
 	if (epoll_fd >= 0 && !opx_pset_has(ps, ep))
-		(void)epoll_ctl(epoll_fd, EPOLL_CTL_DEL, opx_ep_wait_fd(ep), NULL);
+		(void)epoll_ctl(epoll_fd, EPOLL_CTL_DEL, opx_wait_ep_fd(ep), NULL);
 	return true;
 }
 
@@ -148,13 +145,13 @@ int opx_pset_arm_locked(struct opx_pset *ps)
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
-		int ret = opx_ep_sleep_arm(ps->eps[i]);
+		int ret = opx_wait_ep_arm(ps->eps[i]);
 
 		if (ret) {
 			while (i-- > 0) {
 				if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 					continue;
-				opx_ep_sleep_disarm(ps->eps[i]);
+				opx_wait_ep_disarm(ps->eps[i]);
 			}
 			return ret;
 		}
@@ -167,7 +164,7 @@ void opx_pset_disarm_locked(struct opx_pset *ps)
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
-		opx_ep_sleep_disarm(ps->eps[i]);
+		opx_wait_ep_disarm(ps->eps[i]);
 	}
 }
 
@@ -194,7 +191,7 @@ static void opx_pset_sleep(struct opx_pset *ps, struct opx_lock *lock, int slice
 	for (size_t i = 0; i < ps->count && n < OPX_MAX_EPS; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
-		int fd = opx_ep_wait_fd(ps->eps[i]);
+		int fd = opx_wait_ep_fd(ps->eps[i]);
 
 		if (fd < 0)
 			continue;
@@ -297,4 +294,30 @@ int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 			return ret;
 	}
 	return 0;
+}
+
+/* ---------------------------------------------------------------------
+ * An endpoint's wake-up, as the waits above and opx_auto.c use it: the
+ * shim context's wait fd, armed before sleeping and disarmed after.
+ */
+int opx_wait_ep_fd(const struct opx_ep *ep)
+{
+	return shim_ctx_wait_fd(ep->shim);
+}
+
+int opx_wait_ep_arm(struct opx_ep *ep)
+{
+	int rc = shim_ctx_sleep_arm(ep->shim);
+
+	if (rc)
+		return -FI_EAGAIN;
+	ep->armed = true;
+	return 0;
+}
+
+void opx_wait_ep_disarm(struct opx_ep *ep)
+{
+	if (ep->armed)
+		shim_ctx_sleep_disarm(ep->shim);
+	ep->armed = false;
 }
