@@ -120,7 +120,9 @@ struct shim_pkt_hdr {
 	uint16_t dlid;    /* destination LID */
 	uint16_t dctx;    /* destination receive context */
 	uint32_t paylen;  /* payload bytes in this packet (inline or eager) */
-	uint32_t psn;     /* packet sequence number (reliability, udp wire) */
+	uint32_t psn;     /* eager packets: CRC32C of header and payload with OPX_PF_CSUM
+			     (opx_csum.c), else 0; the udp wire's sequence number is
+			     shim_udp_hdr.psn, not this */
 	uint32_t msgid;   /* sender's message id (multi-packet, rendezvous) */
 	uint64_t tag;     /* tag */
 	uint64_t data;    /* remote CQ data */

@@ -2,8 +2,10 @@
 /*
  * opx_msg.c - transmit core and the fi_msg / fi_tagged entry points.
  *
- * One always-inline send core, specialised by the callers' constant
- * arguments (tagged or not, iov or single buffer).  The small-message path
+ * One send core (opx_ep_send_locked, not inlined) behind every entry
+ * point; the entry points only turn their arguments into an iovec (one
+ * element for the single-buffer calls) and flags, and take the lock.
+ * The small-message path
  * is: look up the peer (an array index), reserve credits with one CAS,
  * write the 64-byte header entry (payload inline up to 16 bytes, else in
  * the eager ring), publish with one release store.  No allocation, no

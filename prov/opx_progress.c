@@ -17,7 +17,7 @@
  *     -> match     eager and multi-packet messages, RTS (opx_match.c)
  *     -> rndv      rendezvous control and data (opx_rndv.c)
  *     -> rma       one-sided requests and replies (opx_rma.c)
- *   completion  CQ entries and counters (opx_complete.c, opx_cq.c)
+ *   completion  CQ entries and counters (opx_complete.c)
  *
  * No layer below calls back up into this one: the calls that progress are
  * the API's (opx_msg.c, opx_rma_api.c, reading or waiting on a CQ or a

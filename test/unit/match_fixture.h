@@ -24,7 +24,8 @@
 #define TM_MIB ((size_t)1 << 20)
 
 /* Thresholds: inline <= 16, one packet <= 8192 (MTU), multi-packet eager
- * <= FI_OPX_EAGER_MAX (64 KiB default), rendezvous above. */
+ * <= FI_OPX_EAGER_MAX (8192 by default, so the sizes between one packet
+ * and 64 KiB cover it when a test raises it), rendezvous above. */
 static const size_t tm_sizes[] = {0,	 1,	15,    16,    17,    63,    64,    65,    8191,
 				  8192,	 8193,	16383, 16384, 16385, 32767, 32768, 32769, 65535, 65536, 65537, TM_MIB};
 #define TM_NSIZES (sizeof(tm_sizes) / sizeof(tm_sizes[0]))
