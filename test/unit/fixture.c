@@ -8,6 +8,10 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "fixture.h"
 
@@ -275,6 +279,26 @@ uint64_t fx_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int fx_exclusive(const char *what, unsigned ms)
+{
+	char path[128];
+	uint64_t end = fx_now_ms() + ms;
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/opx-test.%s.%u.lock", what, (unsigned)geteuid());
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (fx_now_ms() > end) {
+			close(fd);
+			return -1;
+		}
+		usleep(50 * 1000);
+	}
+	return fd; /* held until the process exits */
 }
 
 int fx_cq_wait(struct fid_cq *cq, void *ctx, unsigned ms, struct fi_cq_tagged_entry *out)

@@ -96,6 +96,12 @@ int fx_teardown(void **state);
 
 /* CLOCK_MONOTONIC in milliseconds, for the deadlines of bounded waits. */
 uint64_t fx_now_ms(void);
+/* Take the machine-wide test resource `what` (a lock file in /tmp, per
+ * user) for the rest of the process, waiting at most ms for another run
+ * (another build's make check) to finish with it: tests that fill a
+ * shared namespace, like every context name of one unit, must not meet a
+ * concurrent run of themselves.  Returns the lock's fd, -1 on timeout. */
+int fx_exclusive(const char *what, unsigned ms);
 
 /* Read cq one entry at a time until the completion of ctx shows up or ms
  * milliseconds have passed (it reads at least once; the deadline is
