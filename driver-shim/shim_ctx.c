@@ -50,19 +50,6 @@ enum shim_seg_state {
 	SHIM_SEG_SQUATTED, /* not ours (other uid, symlink, not a file): skip */
 };
 
-void shim_prefault(void *addr, size_t len)
-{
-#ifdef MADV_POPULATE_WRITE
-	/* bounded: a huge ring (FI_OPX_EAGER_RING_BYTES) faults in the rest
-	 * as it is used, instead of every peer paying for it at once */
-	(void)madvise(addr, len < SHIM_PREFAULT_MAX ? len : SHIM_PREFAULT_MAX,
-		      MADV_POPULATE_WRITE);
-#else
-	(void)addr;
-	(void)len;
-#endif
-}
-
 /* Remove the wake-up socket file of an abandoned context; its directory
  * was checked (ours, 0700) when that context bound it. */
 static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *s, uint32_t uid)
@@ -618,14 +605,7 @@ void shim_ctx_addr(const struct shim_ctx *ctx, struct shim_addr *addr)
 {
 	if (!ctx || !addr)
 		return;
-	memset(addr, 0, sizeof(*addr));
-	addr->host_id = ctx->dev->host_id;
-	addr->lid = ctx->rx.lid;
-	addr->ctx = ctx->rx.ctx;
-	addr->unit = ctx->rx.unit;
-	addr->nonce = ctx->nonce;
-	addr->uid = (uint32_t)geteuid();
-	addr->pid = (uint32_t)getpid();
+	shim_ctx_addr_shm(ctx, addr);
 	shim_udp_addr_fill(ctx, addr);
 }
 

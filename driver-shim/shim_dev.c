@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <numa.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -365,4 +368,65 @@ bool shim_proc_gone(pid_t pid, uint64_t start)
 	if (start && shim_proc_starttime(pid, &now) == 0 && now != start)
 		return true;
 	return false;
+}
+
+/* Fault a shared mapping's pages in, writable, before the first packet
+ * needs them (contexts and shm peers). */
+void shim_prefault(void *addr, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	/* bounded: a huge ring (FI_OPX_EAGER_RING_BYTES) faults in the rest
+	 * as it is used, instead of every peer paying for it at once */
+	(void)madvise(addr, len < SHIM_PREFAULT_MAX ? len : SHIM_PREFAULT_MAX,
+		      MADV_POPULATE_WRITE);
+#else
+	(void)addr;
+	(void)len;
+#endif
+}
+
+/* ---------------------------------------------------------------------
+ * This host's IPv4 addresses.
+ */
+static bool shim_ipv4_loopback(uint32_t ipv4)
+{
+	return (ntohl(ipv4) >> 24) == 127;
+}
+
+uint32_t shim_host_ipv4(void)
+{
+	struct ifaddrs *ifa, *it;
+	uint32_t found = htonl(INADDR_LOOPBACK);
+
+	if (getifaddrs(&ifa) < 0)
+		return found;
+	for (it = ifa; it; it = it->ifa_next) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)it->ifa_addr;
+
+		if (!sin || sin->sin_family != AF_INET || !(it->ifa_flags & IFF_UP) ||
+		    (it->ifa_flags & IFF_LOOPBACK) || shim_ipv4_loopback(sin->sin_addr.s_addr))
+			continue;
+		found = sin->sin_addr.s_addr;
+		break;
+	}
+	freeifaddrs(ifa);
+	return found;
+}
+
+bool shim_host_has_ipv4(uint32_t ipv4)
+{
+	struct ifaddrs *ifa, *it;
+	bool mine = false;
+
+	if (shim_ipv4_loopback(ipv4))
+		return true;
+	if (getifaddrs(&ifa) < 0)
+		return false;
+	for (it = ifa; it && !mine; it = it->ifa_next) {
+		const struct sockaddr_in *sin = (const struct sockaddr_in *)it->ifa_addr;
+
+		mine = sin && sin->sin_family == AF_INET && sin->sin_addr.s_addr == ipv4;
+	}
+	freeifaddrs(ifa);
+	return mine;
 }

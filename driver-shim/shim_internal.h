@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "shim_ring.h"
 #include "shim_udp_wire.h"
@@ -111,6 +112,20 @@ struct shim_ctx {
 				     * udp socket; -1: sock_fd */
 };
 
+/* The shm part of a context's address (shim_ctx_addr adds the udp wire's
+ * ipv4 and port): what the context's own udp wire needs to open it. */
+static inline void shim_ctx_addr_shm(const struct shim_ctx *ctx, struct shim_addr *addr)
+{
+	memset(addr, 0, sizeof(*addr));
+	addr->host_id = ctx->dev->host_id;
+	addr->lid = ctx->rx.lid;
+	addr->ctx = ctx->rx.ctx;
+	addr->unit = ctx->rx.unit;
+	addr->nonce = ctx->nonce;
+	addr->uid = (uint32_t)geteuid();
+	addr->pid = (uint32_t)getpid();
+}
+
 /* The udp wire of a context, and a udp peer (shim_udp.c). */
 struct shim_udp;
 struct shim_udp_link;
@@ -135,9 +150,13 @@ void shim_udp_addr_fill(const struct shim_ctx *ctx, struct shim_addr *addr);
  * an application may exit, and libfabric dlclose us, with contexts still
  * open); the contexts themselves are left alone. */
 void shim_udp_unload(void);
-/* A peer on this host's shm wire, whatever the wire setting. */
-int shim_peer_open_shm(struct shim_dev *dev, const struct shim_addr *addr,
+/* A peer on this host's shm wire, whatever the wire setting (shim_shm.c);
+ * the udp wire opens its own context this way to deliver into it, and
+ * drops that reference with shim_shm_peer_free. */
+int shim_shm_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
 		       struct shim_peer **peerp);
+void shim_shm_peer_free(struct shim_peer *peer);
+void shim_shm_peer_wake(struct shim_peer *peer); /* its owner sleeps: wake it */
 
 /* Expected receive table of a context, private to the owning process
  * (shim_tid.c).  Created and destroyed with the context; destroy is safe
@@ -214,7 +233,22 @@ struct shim_peer_priv {
 	int owner_pidfd;      /* a pidfd of that very process, -1 where unavailable */
 	_Atomic uint64_t owner_seen_ns; /* CLOCK_MONOTONIC of the last check that found it */
 	struct shim_udp_link *link;     /* udp peers: the flow (shim_udp.c) */
+	const struct shim_wire_ops *wire; /* set when the peer is opened */
 };
+
+/* A wire's side of a peer, chosen when the peer is opened (shim_peer.c
+ * calls these; the wires never call back up into it).  put: the last
+ * reference is gone; alive: false once the peer's context is known gone
+ * (never blocks); wake: the peer has something new - the shm wire wakes
+ * a sleeping owner, the udp wire transmits what was published. */
+struct shim_wire_ops {
+	const char *name;
+	void (*put)(struct shim_peer_priv *pp);
+	bool (*alive)(const struct shim_peer_priv *pp);
+	void (*wake)(struct shim_peer_priv *pp);
+};
+extern const struct shim_wire_ops shim_shm_wire; /* shim_shm.c */
+extern const struct shim_wire_ops shim_udp_wire; /* shim_udp.c */
 
 /* Trust on a shared host (shim_trust.c).  Everything opx opens in
  * /dev/shm goes through these: never through a symlink, never a file
@@ -236,7 +270,7 @@ int shim_seg_lock_probe(int fd);
 int shim_wake_dir_check(uint32_t uid);
 
 /* Fault a shared mapping's pages in, writable, before the first packet
- * needs them (shim_ctx.c): a process with many peers otherwise takes a
+ * needs them (shim_dev.c): a process with many peers otherwise takes a
  * page fault for each page of each ring on its first lap.  Best effort
  * (kernels before 5.14 lack MADV_POPULATE_WRITE); at most the first
  * SHIM_PREFAULT_MAX bytes. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * shim_svc.c - the service registry and this host's IPv4 identity.
+ * shim_svc.c - the service registry (this host's IPv4 identity is
+ * shim_dev.c's).
  *
  * fi_getinfo(node, service) names an endpoint the way IP does: a host
  * and a port.  On the shm wire there is no socket to bind, so the port is
@@ -29,8 +30,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,50 +251,4 @@ int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct sh
 		ret = 0;
 	}
 	return ret;
-}
-
-/* ---------------------------------------------------------------------
- * This host's IPv4 addresses.
- */
-static bool shim_ipv4_loopback(uint32_t ipv4)
-{
-	return (ntohl(ipv4) >> 24) == 127;
-}
-
-uint32_t shim_host_ipv4(void)
-{
-	struct ifaddrs *ifa, *it;
-	uint32_t found = htonl(INADDR_LOOPBACK);
-
-	if (getifaddrs(&ifa) < 0)
-		return found;
-	for (it = ifa; it; it = it->ifa_next) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)it->ifa_addr;
-
-		if (!sin || sin->sin_family != AF_INET || !(it->ifa_flags & IFF_UP) ||
-		    (it->ifa_flags & IFF_LOOPBACK) || shim_ipv4_loopback(sin->sin_addr.s_addr))
-			continue;
-		found = sin->sin_addr.s_addr;
-		break;
-	}
-	freeifaddrs(ifa);
-	return found;
-}
-
-bool shim_host_has_ipv4(uint32_t ipv4)
-{
-	struct ifaddrs *ifa, *it;
-	bool mine = false;
-
-	if (shim_ipv4_loopback(ipv4))
-		return true;
-	if (getifaddrs(&ifa) < 0)
-		return false;
-	for (it = ifa; it && !mine; it = it->ifa_next) {
-		const struct sockaddr_in *sin = (const struct sockaddr_in *)it->ifa_addr;
-
-		mine = sin && sin->sin_family == AF_INET && sin->sin_addr.s_addr == ipv4;
-	}
-	freeifaddrs(ifa);
-	return mine;
 }

@@ -439,6 +439,7 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	l->pp.owner_pidfd = -1;
 	l->pp.claim_idx = -1;
 	l->pp.link = l;
+	l->pp.wire = &shim_udp_wire;
 	ctl = l->mem;
 	ctl->magic = SHIM_CTL_MAGIC;
 	ctl->abi_version = SHIM_ABI_VERSION;
@@ -532,6 +533,16 @@ int shim_udp_forget(struct shim_peer *peer)
 	shim_udp_link_free(l);
 	return 0;
 }
+
+/* A udp peer's wire operations (shim_peer.c calls them): the link's
+ * reference, its liveness by the reliability timeout, and a publish that
+ * transmits (shim_udp_tx.c). */
+const struct shim_wire_ops shim_udp_wire = {
+	.name = "udp",
+	.put = shim_udp_peer_put,
+	.alive = shim_udp_peer_alive,
+	.wake = shim_udp_kick,
+};
 
 void shim_udp_peer_put(struct shim_peer_priv *pp)
 {
@@ -885,8 +896,8 @@ static int shim_udp_self(struct shim_udp *u)
 
 	if (u->self)
 		return 0;
-	shim_ctx_addr(u->ctx, &me);
-	rc = shim_peer_open_shm(u->ctx->dev, &me, &u->self);
+	shim_ctx_addr_shm(u->ctx, &me);
+	rc = shim_shm_peer_open(u->ctx->dev, &me, &u->self);
 	return rc == -EAGAIN ? -EAGAIN : rc ? -EINVAL : 0;
 }
 
@@ -937,7 +948,8 @@ int shim_udp_deliver(struct shim_ctx *ctx, const struct shim_udp_pkt *pkt)
 	/* the socket and the session said it is ours */
 	e->hdr.dlid = ctx->rx.lid;
 	e->hdr.dctx = ctx->rx.ctx;
-	shim_pio_publish(u->self, &r, 0, rhf);
+	if (shim_pio_publish_entry(u->self, &r, 0, rhf))
+		shim_shm_peer_wake(u->self);
 	return 0;
 }
 
@@ -947,6 +959,7 @@ int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *p
 	struct shim_pio_resv r;
 	uint64_t bytes = 0;
 	uint32_t off = 0;
+	bool wake = false;
 	int rc;
 
 	if (!u || !pkts || !n)
@@ -973,9 +986,11 @@ int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *p
 		e->hdr = pkts[i]->e.hdr;
 		e->hdr.dlid = ctx->rx.lid;
 		e->hdr.dctx = ctx->rx.ctx;
-		shim_pio_publish(u->self, &r, i, shim_rhf_egr(u->self, &r, off));
+		wake |= shim_pio_publish_entry(u->self, &r, i, shim_rhf_egr(u->self, &r, off));
 		off += (pkts[i]->e.hdr.paylen + SHIM_BLOCK - 1) & ~(SHIM_BLOCK - 1);
 	}
+	if (wake)
+		shim_shm_peer_wake(u->self); /* once for the batch */
 	return 0;
 }
 
@@ -1213,7 +1228,7 @@ void shim_udp_close(struct shim_ctx *ctx)
 		}
 	}
 	if (u->self)
-		shim_peer_close(u->self);
+		shim_shm_peer_free(u->self);
 	close(u->fd);
 	if (ctx->wait_fd >= 0)
 		close(ctx->wait_fd);

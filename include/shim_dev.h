@@ -165,7 +165,7 @@ int shim_peer_open_via(struct shim_dev *dev, struct shim_ctx *via, const struct 
 /* The job key (and its opaque source byte) of the context addr names,
  * read after the same owner and mode checks as shim_peer_open(): for the
  * warning that names both keys when shim_peer_open() said -EACCES. */
-int shim_peer_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t *jkey,
+int shim_shm_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t *jkey,
 		   uint8_t *src);
 void shim_peer_close(struct shim_peer *peer);
 /* Owner still running: a lock test on the segment (one syscall, no pid),

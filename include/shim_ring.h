@@ -150,17 +150,27 @@ static inline void shim_pio_own_next(const struct shim_peer *p, const struct shi
 }
 
 /* Publish entry i: rhf describes where its payload is; release order makes
- * the header and payload visible before the generation word. */
-static inline void shim_pio_publish(struct shim_peer *p, const struct shim_pio_resv *r, uint32_t i,
-				    uint32_t rhf)
+ * the header and payload visible before the generation word.  Returns
+ * whether the consumer sleeps and must be woken (a relaxed check of its
+ * sleep flag: a wake-up missed in the race window costs the sleeper one
+ * bounded poll interval, never a hang). */
+static inline bool shim_pio_publish_entry(struct shim_peer *p, const struct shim_pio_resv *r,
+					  uint32_t i, uint32_t rhf)
 {
 	struct shim_rhq_entry *e = shim_pio_entry(p, r, i);
 
 	e->rhf = rhf;
 	atomic_store_explicit(&e->seq, r->hdr_pos + i + 1, memory_order_release);
-	/* Relaxed check of the sleep flag: a wake-up missed in the race
-	 * window costs the sleeper one bounded poll interval, never a hang. */
-	if (atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed))
+	return atomic_load_explicit(&p->ctl->sleeping, memory_order_relaxed) != 0;
+}
+
+/* Publish entry i and wake the consumer if it sleeps (the provider's
+ * send path; the udp wire, delivering into its own context, publishes
+ * with shim_pio_publish_entry and wakes through the shm wire itself). */
+static inline void shim_pio_publish(struct shim_peer *p, const struct shim_pio_resv *r, uint32_t i,
+				    uint32_t rhf)
+{
+	if (shim_pio_publish_entry(p, r, i, rhf))
 		shim_peer_wake(p);
 }
 

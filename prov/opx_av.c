@@ -584,7 +584,7 @@ static void opx_av_warn_refused(struct opx_av *av, fi_addr_t addr, const struct 
 	uint16_t key = 0;
 	uint8_t src = 0;
 
-	if (shim_peer_jkey(av->domain->fabric->dev, a, &key, &src) == 0 &&
+	if (shim_shm_jkey(av->domain->fabric->dev, a, &key, &src) == 0 &&
 	    key != (uint16_t)opx_env.jkey) {
 		OPX_WARN(FI_LOG_AV,
 			 "fi_addr %" PRIu64 " (lid %u ctx %u) belongs to another job: its job key "
