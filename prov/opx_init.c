@@ -28,9 +28,13 @@
 /* Across hosts a rendezvous pays a round trip (RTS, then CTS) of about
  * 7 us before any data moves, where the shm wire's costs 0.3; eager
  * costs copies (send ring, reorder stash, receive ring, receive buffer)
- * that the push of a rendezvous saves.  Measured between two namespace
- * hosts (MTU 9000 and 1500, see README "Protocols by size"): eager is
- * faster up to here.  Bounded like EAGER_MAX by the receive rings. */
+ * that the push of a rendezvous saves.  Between two namespace hosts (MTU
+ * 9000, opx_bw -m lat, best of 4-8 runs on a loaded 2-core machine):
+ * 16 KiB 20-22 us eager against 33-45 rendezvous, 32 KiB 40 against
+ * 45-51, from 40 KiB eager slower.  A lost last datagram of an eager
+ * message waits for the retransmission timeout (1 ms at least), which
+ * hurt eager more than rendezvous when the machine was overloaded.
+ * Bounded like EAGER_MAX by the receive rings. */
 #define OPX_DEF_UDP_EAGER_MAX ((size_t)32 << 10)
 #define OPX_UDP_EAGER_CAP ((size_t)255 << 10)
 /* Rendezvous pulls with Cross Memory Attach, which has no size limit of
