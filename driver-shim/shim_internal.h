@@ -108,6 +108,7 @@ struct shim_ctx {
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */
 	struct shim_udp *udp;       /* the udp wire, NULL when none (shim_udp.c) */
+	uint8_t udp_eager_kib;      /* shim_udp_advertise: src_eager of our datagrams */
 	int wait_fd;                /* epoll of sock_fd and (while a sleep is armed) the
 				     * udp socket; -1: sock_fd */
 };

@@ -451,8 +451,8 @@ static struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, 
 	ctl->egr_off = ctl_sz + hdrq_sz;
 	ctl->seg_size = l->mem_len;
 	ctl->jkey = u->ctx->rx.jkey;
-	/* 0: the sender's own eager limit; the receiver's reliability module
-	 * delivers a multi-packet message in one piece (shim_udp_deliver_n) */
+	/* what the peer takes eagerly, as its datagrams say (src_eager);
+	 * 0 until it was heard: the sender's own limit */
 	ctl->rx_eager_max = 0;
 	atomic_store(&ctl->ready, 1);
 	atomic_store(&ctl->sleeping, 1); /* every publish calls the wake hook */
@@ -802,6 +802,8 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 	}
 	atomic_store_explicit(&l->rx_ns, now, memory_order_relaxed);
 	shim_udp_link_mtu(l, uh->src_mtu);
+	/* 1 for 0 KiB: heard, one packet (0 is "not heard yet") */
+	l->pp.pub.ctl->rx_eager_max = uh->src_eager ? (uint32_t)uh->src_eager << 10 : 1;
 	if (new_session || l->learned.nonce != uh->src_nonce || !l->learned.lid) {
 		l->learned.host_id = uh->src_host;
 		l->learned.ipv4 = from->sin_addr.s_addr;
@@ -1205,6 +1207,14 @@ bool shim_udp_rx_empty(const struct shim_ctx *ctx)
 bool shim_udp_on(const struct shim_ctx *ctx)
 {
 	return ctx && ctx->udp;
+}
+
+void shim_udp_advertise(struct shim_ctx *ctx, uint32_t eager_max)
+{
+	uint32_t kib = eager_max >> 10;
+
+	if (ctx)
+		ctx->udp_eager_kib = (uint8_t)(kib > UINT8_MAX ? UINT8_MAX : kib);
 }
 
 void shim_udp_close(struct shim_ctx *ctx)

@@ -139,6 +139,7 @@ static void shim_udp_hdr_self(struct shim_udp *u, struct shim_udp_hdr *uh, uint8
 	uh->src_ipv4 = u->ipv4;
 	uh->src_port = u->port;
 	uh->auth = (uint8_t)u->auth.mode; /* before the crc, which covers it */
+	uh->src_eager = ctx->udp_eager_kib;
 }
 
 static void shim_udp_hdr_fill(struct shim_udp_link *l, struct shim_udp_hdr *uh,

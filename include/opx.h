@@ -86,7 +86,9 @@ struct opx_params {
 	size_t hdrq_entries;  /* FI_OPX_HDRQ_ENTRIES */
 	size_t eager_bytes;   /* FI_OPX_EAGER_RING_BYTES */
 	size_t inject_size;   /* FI_OPX_INJECT_SIZE: fi_inject limit */
-	size_t eager_max;     /* FI_OPX_EAGER_MAX: largest (multi-packet) eager message */
+	size_t eager_max;     /* FI_OPX_EAGER_MAX: largest (multi-packet) eager message
+			       * to a peer of the shm wire */
+	size_t udp_eager_max; /* FI_OPX_UDP_EAGER_MAX: the same to a peer of the udp wire */
 	size_t max_msg_size;  /* advertised: rendezvous has no limit of its own */
 	size_t ux_max_bytes;  /* FI_OPX_UX_MAX_BYTES: unexpected payload bound per endpoint */
 	size_t ux_peer_max_bytes; /* FI_OPX_UX_PEER_MAX_BYTES: of it, per sender at most */

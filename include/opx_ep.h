@@ -2,20 +2,27 @@
 /*
  * opx_ep.h - the RDM endpoint: wire protocol, matching engine, protocols.
  *
- * Protocols by message size (chosen per send, thresholds fixed at init):
+ * Protocols by message size (chosen per send, thresholds fixed at init,
+ * one set per wire: the peer's wire is known at send time, peer->wire):
  *   len <= SHIM_INLINE_MAX      inject: payload inline in the header entry
  *   len <= mtu                  eager: one packet, payload in the eager ring
- *   len <= opx_env.eager_max    multi-packet eager: one PIO reservation of
+ *   len <= eager limit          multi-packet eager: one PIO reservation of
  *                               n consecutive entries + contiguous eager
  *                               space, so the packets of a message are
- *                               never interleaved with another sender's
+ *                               never interleaved with another sender's.
+ *                               The limit is opx_env.eager_max to a shm
+ *                               peer, opx_env.udp_eager_max (and at most
+ *                               OPX_UDP_MP_MAX datagrams) to a udp peer,
+ *                               lowered to what the receiver advertises
+ *                               (opx_msg.c, opx_peer_eager_max)
  *   larger                      rendezvous: RTS (tag, length, CQ data, the
  *                               sender's iovec) -> receiver matches and
  *                               pulls the data once with Cross Memory
  *                               Attach -> DONE back to the sender; from
  *                               opx_env.rndv_split the sender writes half
- *                               the copy; without CMA the SDMA engine
- *                               pushes into TID registrations (opx_rndv.c)
+ *                               the copy; without CMA (and always on the
+ *                               udp wire) the SDMA engine pushes into TID
+ *                               registrations (opx_rndv.c)
  * Every packet of a sender goes through one ordered queue at the
  * receiver, so messages between two endpoints match in send order
  * whatever their protocol.
@@ -170,6 +177,13 @@ struct opx_rndv_rx {
 
 /* Multi-packet eager reassembly in progress (at most one: the packets of a
  * message are consecutive in the header queue). */
+/* Packets of one multi-packet eager message over the udp wire at most:
+ * the receiver's reliability module holds them in its reorder stash until
+ * the message is whole and delivers it in one reservation (opx_rel.c), so
+ * that no other flow's packet comes between them; senders stay below it
+ * (opx_msg.c).  Part of the wire protocol: lowering it breaks peers. */
+#define OPX_UDP_MP_MAX 64u
+
 struct opx_mp_state {
 	bool active;
 	uint16_t slid;
@@ -287,6 +301,8 @@ struct opx_ep {
 	uint64_t drops[OPX_DROP_MAX]; /* by enum opx_drop_reason */
 	uint32_t drops_logged;        /* bit per reason: first drop logged */
 	uint32_t rx_eager_max;        /* largest eager message we accept (advertised) */
+	uint32_t rx_eager_max_udp;    /* the same from udp peers (in every datagram) */
+	uint32_t rx_mp_max;           /* the larger: a multi-packet message above it is dropped */
 	bool rx_csum;                 /* FI_OPX_CHECKSUM: eager packets must be sealed */
 	bool armed;
 
@@ -330,10 +346,11 @@ static inline void opx_stats_msg(struct opx_stats_proto *by_proto, uint64_t *his
 }
 #define opx_stats_tx(ep, proto, len) opx_stats_msg((ep)->stats.tx, (ep)->stats.tx_hist, proto, len)
 #define opx_stats_rx(ep, proto, len) opx_stats_msg((ep)->stats.rx, (ep)->stats.rx_hist, proto, len)
-/* How a rendezvous of len bytes moves, as both sides plan it. */
-static inline enum opx_proto opx_stats_rndv_proto(uint64_t len)
+/* How a rendezvous of len bytes moves, as both sides plan it: across
+ * hosts (udp) there is no CMA, the sender pushes. */
+static inline enum opx_proto opx_stats_rndv_proto(uint64_t len, bool udp)
 {
-	if (!opx_env.rndv_cma)
+	if (!opx_env.rndv_cma || udp)
 		return OPX_PROTO_RNDV_PUSH;
 	return opx_env.rndv_split && len >= opx_env.rndv_split ? OPX_PROTO_RNDV_SPLIT
 							       : OPX_PROTO_RNDV_PULL;

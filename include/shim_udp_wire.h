@@ -23,7 +23,7 @@
  * of its send ring relative to the flow's start (psn 0 = first packet).
  */
 #define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
-#define SHIM_UDP_VERSION 4u
+#define SHIM_UDP_VERSION 5u /* 5: src_eager */
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
@@ -65,7 +65,11 @@ struct shim_udp_hdr {
 			     * be the address the datagram came from */
 	uint16_t src_port;
 	uint8_t auth;       /* SHIM_AUTH_*: what mac covers; peers must agree */
-	uint8_t pad;        /* 0 */
+	uint8_t src_eager;  /* the largest multi-packet eager message the sender
+			     * takes from the udp wire, in KiB (rounded down,
+			     * at most 255); 0: one packet only.  The link
+			     * keeps it in its ctl->rx_eager_max (bytes; 1 for
+			     * one packet, 0 until the peer was heard) */
 	uint8_t mac[16];    /* SHIM_AUTH_HEADER/FULL: see shim_auth.h; else 0 */
 };
 static_assert(sizeof(struct shim_udp_hdr) == 72, "udp header layout");
@@ -189,6 +193,11 @@ struct shim_peer *shim_udp_next(struct shim_ctx *ctx, struct shim_peer *prev);
  * provider frees its reliability state (peer->rel) first.  0, -EBUSY
  * (alive, or referenced), -EINVAL. */
 int shim_udp_forget(struct shim_peer *peer);
+/* The largest multi-packet eager message the context takes over the udp
+ * wire, stamped on every datagram it sends (src_eager; rounded down to
+ * KiB, at most 255 KiB).  Set it before the socket opens; until a peer
+ * was heard its link's ctl->rx_eager_max is 0 (unknown). */
+void shim_udp_advertise(struct shim_ctx *ctx, uint32_t eager_max);
 /* Send what fault injection held back. */
 void shim_udp_flush(struct shim_ctx *ctx);
 void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st);

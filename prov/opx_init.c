@@ -25,6 +25,18 @@
 #define OPX_DEF_EAGER_BYTES ((size_t)SHIM_EGR_BYTES_DEFAULT)
 #define OPX_DEF_INJECT_SIZE ((size_t)8192)
 #define OPX_DEF_EAGER_MAX ((size_t)8192)
+/* Across hosts a rendezvous pays a round trip (RTS, then CTS) of about
+ * 7 us before any data moves, where the shm wire's costs 0.3; eager
+ * costs copies (send ring, reorder stash, receive ring, receive buffer)
+ * that the push of a rendezvous saves.  Between two namespace hosts (MTU
+ * 9000, opx_bw -m lat, best of 4-8 runs on a loaded 2-core machine):
+ * 16 KiB 20-22 us eager against 33-45 rendezvous, 32 KiB 40 against
+ * 45-51, from 40 KiB eager slower.  A lost last datagram of an eager
+ * message waits for the retransmission timeout (1 ms at least), which
+ * hurt eager more than rendezvous when the machine was overloaded.
+ * Bounded like EAGER_MAX by the receive rings. */
+#define OPX_DEF_UDP_EAGER_MAX ((size_t)32 << 10)
+#define OPX_UDP_EAGER_CAP ((size_t)255 << 10)
 /* Rendezvous pulls with Cross Memory Attach, which has no size limit of
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
@@ -75,6 +87,7 @@ struct opx_params opx_env = {
 	.eager_bytes = OPX_DEF_EAGER_BYTES,
 	.inject_size = OPX_DEF_INJECT_SIZE,
 	.eager_max = OPX_DEF_EAGER_MAX,
+	.udp_eager_max = OPX_DEF_UDP_EAGER_MAX,
 	.max_msg_size = OPX_DEF_MAX_MSG_SIZE,
 	.ux_max_bytes = OPX_DEF_UX_MAX_BYTES,
 	.ux_peer_max_bytes = OPX_DEF_UX_MAX_BYTES,
@@ -124,11 +137,19 @@ static void opx_params_define(void)
 			"always copied out before the call returns (default: %zu)",
 			OPX_DEF_INJECT_SIZE);
 	fi_param_define(&opx_prov, "EAGER_MAX", FI_PARAM_SIZE_T,
-			"Largest (multi-packet) eager message; larger ones use rendezvous "
-			"(single copy with Cross Memory Attach). 1..EAGER_RING_BYTES/4 and at "
-			"most HDRQ_ENTRIES/4 packets; a receiver's smaller limit wins "
-			"(default: %zu)",
+			"Largest (multi-packet) eager message to a peer on this host (shm wire); "
+			"larger ones use rendezvous (single copy with Cross Memory Attach). "
+			"1..EAGER_RING_BYTES/4 and at most HDRQ_ENTRIES/4 packets; a receiver's "
+			"smaller limit wins (default: %zu)",
 			OPX_DEF_EAGER_MAX);
+	fi_param_define(&opx_prov, "UDP_EAGER_MAX", FI_PARAM_SIZE_T,
+			"Largest (multi-packet) eager message to a peer on another host (udp "
+			"wire); larger ones use rendezvous (SDMA push into the receiver's "
+			"expected-receive registration after a round trip). Bounded like "
+			"EAGER_MAX, to %zu and to %u datagrams of the path MTU; from 1 KiB "
+			"rounded down to a multiple of 1 KiB (datagrams carry it in KiB); a "
+			"receiver's smaller limit wins (default: %zu)",
+			OPX_UDP_EAGER_CAP, OPX_UDP_MP_MAX, OPX_DEF_UDP_EAGER_MAX);
 	fi_param_define(&opx_prov, "UX_MAX_BYTES", FI_PARAM_SIZE_T,
 			"Bound on unexpected message payload buffered per endpoint (default: %zu)",
 			OPX_DEF_UX_MAX_BYTES);
@@ -558,6 +579,13 @@ static void opx_params_load(void)
 	if (p->eager_max > eager_cap)
 		p->eager_max = eager_cap;
 	opx_param_size("EAGER_MAX", &p->eager_max, 1, eager_cap, false);
+	/* the udp wire advertises it in KiB in one byte (src_eager) */
+	size_t udp_cap = eager_cap < OPX_UDP_EAGER_CAP ? eager_cap : OPX_UDP_EAGER_CAP;
+	if (p->udp_eager_max > udp_cap)
+		p->udp_eager_max = udp_cap;
+	opx_param_size("UDP_EAGER_MAX", &p->udp_eager_max, 1, udp_cap, false);
+	if (p->udp_eager_max >= 1024)
+		p->udp_eager_max &= ~(size_t)1023;
 	/* fi_inject promises the buffer is reusable on return, which only an
 	 * eager send (copied into the peer's ring) keeps: inject_size never
 	 * exceeds what we send eagerly. */

@@ -15,16 +15,49 @@
 
 #include "opx_ep.h"
 
-/* Largest message sent eagerly to peer: ours, lowered to what the
- * receiver advertises and to a quarter of its rings (the receiver drops
- * multi-packet messages above its advertised limit). */
-static inline size_t opx_peer_eager_max(const struct shim_peer *peer)
+/* Largest message sent eagerly to a peer of the udp wire: ours
+ * (FI_OPX_UDP_EAGER_MAX) lowered to what the receiver advertises in its
+ * datagrams (until it was heard, 0: it takes what we take, as peers
+ * with the same settings do), to OPX_UDP_MP_MAX datagrams (the
+ * receiver's reliability module reassembles no more in one piece) and
+ * to a quarter of the link's send ring (the replay memory). */
+static __attribute__((noinline)) size_t opx_peer_eager_max_udp(const struct shim_peer *peer)
 {
-	size_t lim = opx_env.eager_max;
-	size_t adv = peer->ctl->rx_eager_max; /* one read; the receiver checks anyway */
+	size_t lim = opx_env.udp_eager_max;
+	size_t adv = peer->ctl->rx_eager_max; /* the shim stores what the peer says */
+	size_t pkts = (size_t)OPX_UDP_MP_MAX * peer->mtu;
 	size_t egr = (size_t)peer->egr_blocks * SHIM_BLOCK / 4;
 	size_t hdrq = (size_t)peer->hdrq_cnt / 4 * peer->mtu;
 
+	if (adv) {
+		if (adv < peer->mtu) /* one packet: every receiver takes it */
+			adv = peer->mtu;
+		if (adv < lim)
+			lim = adv;
+	}
+	if (pkts < lim)
+		lim = pkts;
+	if (egr < lim)
+		lim = egr;
+	if (hdrq < lim)
+		lim = hdrq;
+	return lim;
+}
+
+/* Largest message sent eagerly to peer: the limit of its wire.  To a shm
+ * peer ours (FI_OPX_EAGER_MAX), lowered to what the receiver advertises
+ * and to a quarter of its rings (the receiver drops multi-packet messages
+ * above its advertised limit). */
+static inline size_t opx_peer_eager_max(const struct shim_peer *peer)
+{
+	size_t lim = opx_env.eager_max;
+	size_t adv, egr, hdrq;
+
+	if (__builtin_expect(peer->wire == SHIM_WIRE_UDP, 0))
+		return opx_peer_eager_max_udp(peer);
+	adv = peer->ctl->rx_eager_max; /* one read; the receiver checks anyway */
+	egr = (size_t)peer->egr_blocks * SHIM_BLOCK / 4;
+	hdrq = (size_t)peer->hdrq_cnt / 4 * peer->mtu;
 	if (adv && adv < lim)
 		lim = adv;
 	if (egr < lim)
@@ -116,8 +149,16 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 			opx_pw_set(&e->hdr, &(union opx_pw){.mp_first = {.total = len}});
 		if (__builtin_expect(seal, 0))
 			opx_send_seal(e, r.egr + off);
-		shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
+		if (peer->wire != SHIM_WIRE_UDP)
+			shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
 	}
+	/* The udp wire transmits what is published from its head on, at each
+	 * publish: the first packet last, so that the whole message leaves
+	 * in one batch (one sendmmsg or GSO send) instead of a system call
+	 * per packet. */
+	if (peer->wire == SHIM_WIRE_UDP)
+		for (uint32_t i = npkts; i-- > 0;)
+			shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)i * mtu));
 	opx_send_next(ep, peer, &r, len);
 	return 0;
 }
@@ -235,7 +276,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	opx_stats_tx(ep,
 		     len <= SHIM_INLINE_MAX ? OPX_PROTO_INJECT
 		     : eager		    ? (len <= peer->mtu ? OPX_PROTO_EAGER : OPX_PROTO_MP_EAGER)
-					    : opx_stats_rndv_proto(len),
+					    : opx_stats_rndv_proto(len, peer->wire == SHIM_WIRE_UDP),
 		     len);
 	/* delivery-complete and rendezvous sends complete when DONE arrives */
 	if (eager && !(flags & FI_DELIVERY_COMPLETE))

@@ -29,7 +29,7 @@
  *                  into the posted buffer), expected++, ack_due_ns set,
  *                  then opx_rel_drain_stash from the new expected on
  *                  ring full: stashed, ring_full++, drained again later
- *   DATA, d == 0,  OPX_OP_MP_FIRST of n <= OPX_REL_MP_MAX packets: stashed;
+ *   DATA, d == 0,  OPX_OP_MP_FIRST of n <= OPX_UDP_MP_MAX packets: stashed;
  *   multi-packet   opx_rel_deliver_mp once all n are in the stash, one
  *                  reservation for the whole message, expected += n
  *   DATA, ahead    opx_rel_stash (the same psn twice: dups++); the psns
@@ -134,7 +134,6 @@
 #define OPX_REL_RTO_NS 1000000ull  /* smallest retransmission timeout */
 #define OPX_REL_RTO_MAX_NS 64000000ull
 #define OPX_REL_RX_BATCH 16
-#define OPX_REL_MP_MAX 64u         /* packets of one multi-packet eager message */
 #define OPX_REL_STASH_IDLE_NS 1000000000ull
 #define OPX_REL_REAP_NS 100000000ull
 
@@ -472,7 +471,7 @@ static uint32_t opx_rel_mp_count(const struct shim_pkt_hdr *h)
 	if (h->opcode != OPX_OP_MP_FIRST || !h->paylen || total <= h->paylen)
 		return 0;
 	total = (total + h->paylen - 1) / h->paylen;
-	return total <= OPX_REL_MP_MAX ? (uint32_t)total : 0;
+	return total <= OPX_UDP_MP_MAX ? (uint32_t)total : 0;
 }
 
 /* A whole multi-packet message, once every packet is in the stash: one
@@ -480,7 +479,7 @@ static uint32_t opx_rel_mp_count(const struct shim_pkt_hdr *h)
  * while some are missing or the ring is full. */
 static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_t n, uint64_t now)
 {
-	const struct shim_udp_pkt *pkts[OPX_REL_MP_MAX];
+	const struct shim_udp_pkt *pkts[OPX_UDP_MP_MAX];
 	int rc;
 
 	if (!f->stash)
@@ -598,6 +597,15 @@ static void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct
 			if (pkt->uh.psn != lo)
 				opx_rel_nack(ep, pkt->peer, f, lo, pkt->uh.psn, now, 0);
 			f->rx_hi = pkt->uh.psn + 1;
+		}
+		/* a packet of the multi-packet message waiting at expected may
+		 * complete it: deliver now, not at the next timer tick (up to
+		 * OPX_REL_TICK_NS late, on every message of two packets or more) */
+		if (f->stash) {
+			const struct opx_rel_slot *h = &f->stash[f->expected % OPX_REL_STASH];
+
+			if (h->used && h->pkt.uh.psn == f->expected && d < opx_rel_mp_count(&h->pkt.e.hdr))
+				opx_rel_drain_stash(ep, f, now);
 		}
 		return;
 	}

@@ -32,14 +32,16 @@
 
 typedef int (*opx_rx_handler)(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
-void opx_rx_advertise(struct opx_ep *ep)
+/* The largest eager message we take when a sender's limit is want:
+ * bounded by the unexpected-message bound and by the sender's share of
+ * our rings (a quarter, as for our own sends), so that what is
+ * advertised can always be buffered. */
+static uint32_t opx_rx_eager_limit(const struct shim_rx *rx, size_t want)
 {
-	struct shim_rx *rx = ep->rx;
-	size_t lim = opx_env.eager_max;
+	size_t lim = want;
 	size_t ux_room = opx_env.ux_max_bytes > sizeof(struct opx_ux)
 				 ? opx_env.ux_max_bytes - sizeof(struct opx_ux)
 				 : 0;
-	/* the sender's shares of our rings: a quarter, as for our own sends */
 	size_t egr = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK / 4;
 	size_t hdrq = (size_t)(rx->hdrq_mask + 1) / 4 * rx->mtu;
 
@@ -53,14 +55,31 @@ void opx_rx_advertise(struct opx_ep *ep)
 		lim = SHIM_INLINE_MAX;
 	if (lim > UINT32_MAX)
 		lim = UINT32_MAX;
-	ep->rx_eager_max = (uint32_t)lim;
+	return (uint32_t)lim;
+}
+
+/* One limit per wire: shm senders read theirs from our control block,
+ * udp senders from every datagram we send them (shim_udp_advertise).
+ * Both come out of the same receive rings and unexpected bound, so
+ * whichever wire a packet came by, a multi-packet message within the
+ * larger one can be buffered (rx_mp_max). */
+void opx_rx_advertise(struct opx_ep *ep)
+{
+	struct shim_rx *rx = ep->rx;
+	uint32_t lim = opx_rx_eager_limit(rx, opx_env.eager_max);
+	uint32_t udp = opx_rx_eager_limit(rx, opx_env.udp_eager_max);
+
+	ep->rx_eager_max = lim;
+	ep->rx_eager_max_udp = udp;
+	ep->rx_mp_max = lim > udp ? lim : udp;
 	/* what the receive ring can hold as unexpected descriptors: taken
 	 * beyond the bound, so that the ring never stops for its contents */
 	ep->ux_slack = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK +
-		       (size_t)(rx->hdrq_mask + 1) * sizeof(struct opx_ux) + lim;
+		       (size_t)(rx->hdrq_mask + 1) * sizeof(struct opx_ux) + ep->rx_mp_max;
 	ep->rx_csum = opx_env.checksum;
-	rx->ctl->rx_eager_max = (uint32_t)lim;
+	rx->ctl->rx_eager_max = lim;
 	rx->ctl->rx_flags = opx_env.checksum ? SHIM_RXF_CSUM : 0;
+	shim_udp_advertise(ep->shim, udp); /* the socket, if any, opens later */
 }
 
 /* How many drains in a row may leave a first packet that no posted
@@ -181,7 +200,7 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	/* Senders keep multi-packet messages within the limit we advertise;
 	 * one above it could never be buffered, and leaving it queued would
 	 * wedge the context for ever. */
-	if (total > ep->rx_eager_max) {
+	if (total > ep->rx_mp_max) {
 		opx_rx_drop_reason(ep, OPX_DROP_MP_BOUND);
 		return 0;
 	}
@@ -414,6 +433,21 @@ static __attribute__((noinline)) bool opx_rx_csum_ok(const struct opx_ep *ep,
 	return opx_pkt_csum(h, (e->rhf & SHIM_RHF_EGR) ? pay : NULL) == h->psn;
 }
 
+/* Whether an RTS came from another host (the udp wire: a push, never
+ * CMA), as its payload says; for the statistics only. */
+static bool opx_rx_rts_udp(const struct opx_ep *ep, const struct shim_pkt_hdr *h,
+			   const uint8_t *pay)
+{
+	uint64_t host;
+
+	if (opx_env.wire == SHIM_WIRE_UDP)
+		return true;
+	if (h->paylen < sizeof(struct opx_rts_payload))
+		return false;
+	memcpy(&host, pay + offsetof(struct opx_rts_payload, src.host_id), sizeof(host));
+	return host != ep->addr.host_id;
+}
+
 /* The first packet of a multi-packet eager or rendezvous message (the
  * continuations count nothing), counted once it is taken. */
 static int opx_rx_first_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h,
@@ -426,7 +460,8 @@ static int opx_rx_first_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h,
 	if (h->opcode == OPX_OP_MP_FIRST)
 		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_pw(h).mp_first.total);
 	else if (h->opcode == OPX_OP_RTS)
-		opx_stats_rx(ep, opx_stats_rndv_proto(opx_pw(h).rts.len), opx_pw(h).rts.len);
+		opx_stats_rx(ep, opx_stats_rndv_proto(opx_pw(h).rts.len, opx_rx_rts_udp(ep, h, pay)),
+			     opx_pw(h).rts.len);
 	return 0;
 }
 

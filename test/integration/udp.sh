@@ -119,6 +119,22 @@ hosts_up() { # N [extra env for hosts.sh as VAR=value...]
 # each run bounded by pp_tmo seconds, in the modes of pp_modes
 pp_modes="tagged msg"
 pp_tmo=60
+# Until the server in namespace NS listens on its out-of-band TCP PORT
+# (or PID died, or 10 s passed): a fixed sleep lost the race on a busy
+# machine (the client's connect refused, rc 111).
+pp_listening() { # ns port pid
+	local i
+	if ! command -v ss >/dev/null 2>&1; then
+		sleep 0.3
+		return
+	fi
+	for ((i = 0; i < 200; i++)); do
+		ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q . && return
+		kill -0 "$3" 2>/dev/null || return
+		sleep 0.05
+	done
+}
+
 pp_hosts() { # label size...
 	local label=$1 ok=0 s port try
 	shift
@@ -130,7 +146,7 @@ pp_hosts() { # label size...
 					-m "$mode" -S "$s" -I 5 -B "$port" \
 					>/tmp/opx-udp-srv.$$ 2>&1 &
 				local spid=$!
-				sleep 0.3
+				pp_listening ${prefix}1 "$port" "$spid"
 				timeout $pp_tmo bash "$hosts" run ${prefix}2 fi_pingpong -p opx -e rdm -c \
 					-m "$mode" -S "$s" -I 5 -P "$port" 198.18.0.1 >/tmp/opx-udp-cli.$$ 2>&1
 				local crc=$?
