@@ -120,7 +120,7 @@ hosts_up() { # N [extra env for hosts.sh as VAR=value...]
 pp_modes="tagged msg"
 pp_tmo=60
 # Until the server in namespace NS listens on its out-of-band TCP PORT
-# (or PID died, or 10 s passed): a fixed sleep lost the race on a busy
+# (or PID died, or 60 s passed): a fixed sleep lost the race on a busy
 # machine (the client's connect refused, rc 111).
 pp_listening() { # ns port pid
 	local i
@@ -128,7 +128,7 @@ pp_listening() { # ns port pid
 		sleep 0.3
 		return
 	fi
-	for ((i = 0; i < 200; i++)); do
+	for ((i = 0; i < 1200; i++)); do
 		ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q . && return
 		kill -0 "$3" 2>/dev/null || return
 		sleep 0.05
@@ -157,7 +157,7 @@ pp_hosts() { # label size...
 				fi
 				if ! grep -qi "in use" /tmp/opx-udp-srv.$$ /tmp/opx-udp-cli.$$; then
 					echo "  $label size $s $mode: server rc $src client rc $crc"
-					tail -3 /tmp/opx-udp-srv.$$ /tmp/opx-udp-cli.$$
+					tail -n 3 /tmp/opx-udp-srv.$$ /tmp/opx-udp-cli.$$
 					ok=1
 					break
 				fi
