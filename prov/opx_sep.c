@@ -106,12 +106,14 @@ static int opx_sep_ctx_close(struct fid *fid)
 		return -FI_EINVAL;
 	sep = ep->sep;
 	opx_ep_disable(ep);
+	opx_lock_acquire(&sep->domain->lock);
 	for (unsigned int i = 0; i < sep->rx_cnt; i++)
 		if (sep->rx[i] == ep)
 			sep->rx_open[i] = false;
 	for (unsigned int k = 0; k < sep->tx_cnt; k++)
 		if (sep->tx[k] == ep)
 			sep->tx_open[k] = false;
+	opx_lock_release(&sep->domain->lock);
 	return 0;
 }
 
@@ -246,14 +248,20 @@ static int opx_sep_tx_ctx(struct fid_ep *fsep, int index, struct fi_tx_attr *att
 			 sep->tx_cnt);
 		return -FI_EINVAL;
 	}
-	if (sep->tx_open[index])
+	opx_lock_acquire(&sep->domain->lock);
+	if (sep->tx_open[index]) {
+		opx_lock_release(&sep->domain->lock);
 		return -FI_EBUSY; /* one fid per context: close it first */
+	}
 	rc = opx_sep_tx_attr(sep, attr, &op_flags);
-	if (rc)
+	if (rc) {
+		opx_lock_release(&sep->domain->lock);
 		return rc;
+	}
 	sep->tx[index]->tx_op_flags = op_flags;
 	sep->tx_open[index] = true;
 	opx_sep_ctx_give(sep->tx[index], FI_CLASS_TX_CTX, context, tx_ep);
+	opx_lock_release(&sep->domain->lock);
 	return 0;
 }
 
@@ -271,14 +279,20 @@ static int opx_sep_rx_ctx(struct fid_ep *fsep, int index, struct fi_rx_attr *att
 			 sep->rx_cnt);
 		return -FI_EINVAL;
 	}
-	if (sep->rx_open[index])
-		return -FI_EBUSY;
+	opx_lock_acquire(&sep->domain->lock);
+	if (sep->rx_open[index]) {
+		opx_lock_release(&sep->domain->lock);
+		return -FI_EBUSY; /* one fid per context: close it first */
+	}
 	rc = opx_sep_rx_attr(sep, attr, &op_flags);
-	if (rc)
+	if (rc) {
+		opx_lock_release(&sep->domain->lock);
 		return rc;
+	}
 	sep->rx[index]->rx_op_flags = op_flags;
 	sep->rx_open[index] = true;
 	opx_sep_ctx_give(sep->rx[index], FI_CLASS_RX_CTX, context, rx_ep);
+	opx_lock_release(&sep->domain->lock);
 	return 0;
 }
 
@@ -305,18 +319,21 @@ static int opx_sep_close(struct fid *fid)
 
 	if (!sep)
 		return -FI_EINVAL;
+	opx_lock_acquire(&sep->domain->lock);
 	for (unsigned int i = 0; i < sep->rx_cnt; i++)
 		if (sep->rx_open[i])
 			goto busy;
 	for (unsigned int k = 0; k < sep->tx_cnt; k++)
 		if (sep->tx_open[k])
 			goto busy;
+	opx_lock_release(&sep->domain->lock);
 	opx_sep_free_ctxs(sep);
 	atomic_fetch_sub(&sep->domain->refcnt, 1);
 	free(sep->shell);
 	free(sep);
 	return 0;
 busy:
+	opx_lock_release(&sep->domain->lock);
 	OPX_INFO(FI_LOG_EP_CTRL, "scalable endpoint still has open contexts: close them first\n");
 	return -FI_EBUSY;
 }
