@@ -18,6 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_rma.h>
+
 #include "fixture.h"
 
 #define TS_N 4          /* contexts of each kind */
@@ -41,7 +44,8 @@ static struct fi_info *ts_hints(size_t tx, size_t rx)
 
 	assert_non_null(h);
 	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_TAGGED | FI_MSG | FI_SOURCE | FI_DIRECTED_RECV | FI_NAMED_RX_CTX;
+	h->caps = FI_TAGGED | FI_MSG | FI_SOURCE | FI_DIRECTED_RECV | FI_NAMED_RX_CTX | FI_RMA |
+		  FI_ATOMIC;
 	h->ep_attr->tx_ctx_cnt = tx;
 	h->ep_attr->rx_ctx_cnt = rx;
 	return h;
@@ -381,6 +385,67 @@ static void test_sep_plain_both_ways(void **state)
 }
 
 /* ---------------------------------------------------------------------
+ * One-sided operations from a transmit context to a receive context: the
+ * target is the receive context's endpoint (it runs them while its CQ is
+ * read), the answers go back to the transmit context that asked.
+ */
+static void ts_rma_wait(struct ts_sep *s, int tx, int rx, void *ctx)
+{
+	uint64_t deadline = fx_now_ms() + TS_WAIT_MS;
+	struct fi_cq_tagged_entry ce;
+	ssize_t n;
+
+	do {
+		(void)fi_cq_read(s->rxcq[rx], &ce, 1); /* the target progresses */
+		n = fi_cq_read(s->txcq[tx], &ce, 1);
+	} while (n == -FI_EAGAIN && fx_now_ms() < deadline);
+	assert_int_equal(n, 1);
+	assert_ptr_equal(ce.op_context, ctx);
+}
+
+static void test_sep_rma(void **state)
+{
+	static uint8_t target[TS_BIG], src[TS_BIG], back[TS_BIG];
+	uint64_t counter = 5, add = 37, old = 0;
+	struct fid_mr *mr, *cmr;
+	struct ts_sep s;
+	int c;
+
+	(void)state;
+	ts_open(&s);
+	assert_int_equal(fi_mr_reg(s.e.domain, target, sizeof(target),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 42, 0, &mr, NULL),
+			 0);
+	assert_int_equal(fi_mr_reg(s.e.domain, &counter, sizeof(counter),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 43, 0, &cmr, NULL),
+			 0);
+	for (size_t k = 0; k < sizeof(src); k++)
+		src[k] = ts_byte(1, 2, k);
+	assert_int_equal(fi_write(s.tx[1], src, sizeof(src), NULL, fi_rx_addr(s.self, 2, TS_BITS),
+				  0, 42, &c),
+			 0);
+	ts_rma_wait(&s, 1, 2, &c);
+	assert_memory_equal(target, src, sizeof(src));
+	assert_int_equal(fi_read(s.tx[3], back, sizeof(back), NULL, fi_rx_addr(s.self, 1, TS_BITS),
+				 0, 42, &c),
+			 0);
+	ts_rma_wait(&s, 3, 1, &c);
+	assert_memory_equal(back, src, sizeof(src));
+	assert_int_equal(fi_fetch_atomic(s.tx[0], &add, 1, NULL, &old, NULL,
+					 fi_rx_addr(s.self, 3, TS_BITS), 0, 43, FI_UINT64, FI_SUM,
+					 &c),
+			 0);
+	ts_rma_wait(&s, 0, 3, &c);
+	assert_int_equal(old, 5);
+	assert_int_equal(counter, 42);
+	/* a receive context initiates nothing */
+	assert_int_equal(fi_write(s.rx[0], src, 8, NULL, s.self, 0, 42, &c), -FI_EOPNOTSUPP);
+	assert_int_equal(fi_close(&mr->fid), 0);
+	assert_int_equal(fi_close(&cmr->fid), 0);
+	ts_close(&s);
+}
+
+/* ---------------------------------------------------------------------
  * Indices out of range, calls on the wrong side, close order.
  */
 static void test_sep_errors(void **state)
@@ -616,6 +681,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sep_refusals),
 		cmocka_unit_test(test_sep_all_pairs),
 		cmocka_unit_test(test_sep_plain_both_ways),
+		cmocka_unit_test(test_sep_rma),
 		cmocka_unit_test(test_sep_errors),
 		cmocka_unit_test(test_sep_two_processes),
 	};
