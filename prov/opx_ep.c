@@ -359,9 +359,11 @@ static int opx_ep_control(struct fid *fid, int command, void *arg)
 		if (!ep->av)
 			return -FI_ENOAV;
 		/* a scalable endpoint's transmit and receive contexts have
-		 * one side each (opx_sep.c) */
+		 * one side each (opx_sep.c); a receive context may have no
+		 * CQ at all: a one-sided target (Open MPI's btl ofi enables
+		 * one so), whose receives are refused (opx_ep_recv_locked) */
 		if ((ep->sep_role != OPX_SEP_RX && !ep->tx_cq && !ep->send_cntr) ||
-		    (ep->sep_role != OPX_SEP_TX && !ep->rx_cq && !ep->recv_cntr))
+		    (!ep->sep_role && !ep->rx_cq && !ep->recv_cntr))
 			return -FI_ENOCQ;
 		opx_lock_acquire(&ep->domain->lock);
 		if (!ep->enabled) {

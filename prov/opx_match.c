@@ -382,8 +382,14 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
-	if (ep->sep_role == OPX_SEP_TX) /* a transmit context receives nothing */
-		return -FI_EOPNOTSUPP;
+	if (ep->sep_role) {
+		/* a transmit context receives nothing; a receive context
+		 * enabled without a CQ or counter has nowhere to complete */
+		if (ep->sep_role == OPX_SEP_TX)
+			return -FI_EOPNOTSUPP;
+		if (!ep->rx_cq && !ep->recv_cntr)
+			return -FI_ENOCQ;
+	}
 	if (cnt > OPX_IOV_LIMIT || (cnt && !iov))
 		return -FI_EINVAL;
 	if (!opx_iov_sum(iov, cnt, &len))

@@ -71,6 +71,11 @@ struct opx_sep {
 	struct opx_ep *tx[OPX_SEP_MAX_TX];
 	bool rx_open[OPX_SEP_MAX_RX];
 	bool tx_open[OPX_SEP_MAX_TX];
+	/* a receive context enabled without CQ or counter (a one-sided
+	 * target only) rides on the transmit contexts' CQs for progress:
+	 * those it is attached to (opx_sep_ride) */
+	bool rx_bare[OPX_SEP_MAX_RX];
+	struct opx_cq *ride[OPX_SEP_MAX_RX][OPX_SEP_MAX_TX];
 	uint64_t tx_caps;
 	uint64_t rx_caps;
 	struct fi_tx_attr tx_attr; /* what a context reports (fi_tx_context attr) */
@@ -95,6 +100,60 @@ static struct opx_ep *opx_sep_ctx_ep(struct fid *fid)
 }
 
 /* ---------------------------------------------------------------------
+ * Progress of bare receive contexts.  With manual progress an endpoint
+ * moves only when a CQ or counter it is bound to is read; a receive
+ * context that is only a one-sided target (Open MPI's btl ofi enables
+ * one without any CQ) would never execute what arrives.  So it is
+ * attached to the CQs of the transmit contexts of its endpoint: reading
+ * any of them progresses it too.  Called without the domain lock.
+ */
+static void opx_sep_ride(struct opx_sep *sep, unsigned int i, struct opx_cq *cq)
+{
+	unsigned int k;
+
+	for (k = 0; k < sep->tx_cnt && sep->ride[i][k]; k++)
+		if (sep->ride[i][k] == cq)
+			return; /* on it already (transmit contexts sharing a CQ) */
+	if (k < sep->tx_cnt && !opx_cq_attach_ep(cq, sep->rx[i]))
+		sep->ride[i][k] = cq;
+}
+
+static void opx_sep_unride(struct opx_sep *sep, unsigned int i, struct opx_cq *only)
+{
+	for (unsigned int k = 0; k < sep->tx_cnt; k++) {
+		struct opx_cq *cq = sep->ride[i][k];
+
+		if (!cq || (only && cq != only))
+			continue;
+		opx_cq_detach_ep(cq, sep->rx[i]);
+		sep->ride[i][k] = NULL;
+	}
+}
+
+/* A context was enabled: bare receive contexts ride on transmit CQs. */
+static void opx_sep_enabled(struct opx_sep *sep, struct opx_ep *ep)
+{
+	if (ep->sep_role == OPX_SEP_RX) {
+		unsigned int i;
+
+		if (ep->rx_cq || ep->recv_cntr)
+			return;
+		for (i = 0; i < sep->rx_cnt && sep->rx[i] != ep; i++)
+			;
+		sep->rx_bare[i] = true;
+		for (unsigned int k = 0; k < sep->tx_cnt; k++)
+			if (sep->tx[k]->enabled && sep->tx[k]->tx_cq)
+				opx_sep_ride(sep, i, sep->tx[k]->tx_cq);
+		return;
+	}
+	if (!ep->tx_cq)
+		return;
+	for (unsigned int i = 0; i < sep->rx_cnt; i++)
+		if (sep->rx_bare[i])
+			opx_sep_ride(sep, i, ep->tx_cq);
+}
+
+/* ---------------------------------------------------------------------
  * Contexts.
  */
 static int opx_sep_ctx_close(struct fid *fid)
@@ -105,6 +164,20 @@ static int opx_sep_ctx_close(struct fid *fid)
 	if (!ep)
 		return -FI_EINVAL;
 	sep = ep->sep;
+	for (unsigned int i = 0; i < sep->rx_cnt; i++) {
+		if (sep->rx[i] == ep) {
+			opx_sep_unride(sep, i, NULL);
+			sep->rx_bare[i] = false;
+		} else if (ep->sep_role == OPX_SEP_TX && ep->tx_cq) {
+			bool shared = false; /* another transmit context keeps it */
+
+			for (unsigned int k = 0; k < sep->tx_cnt; k++)
+				shared |= sep->tx[k] != ep && sep->tx[k]->enabled &&
+					  sep->tx[k]->tx_cq == ep->tx_cq;
+			if (!shared)
+				opx_sep_unride(sep, i, ep->tx_cq);
+		}
+	}
 	opx_ep_disable(ep);
 	opx_lock_acquire(&sep->domain->lock);
 	for (unsigned int i = 0; i < sep->rx_cnt; i++)
@@ -157,13 +230,17 @@ static int opx_sep_ctx_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 static int opx_sep_ctx_control(struct fid *fid, int command, void *arg)
 {
 	struct opx_ep *ep = opx_sep_ctx_ep(fid);
+	int rc;
 
 	if (!ep)
 		return -FI_EINVAL;
 	/* the AV comes from the scalable endpoint */
 	if (command == FI_ENABLE && !ep->sep->av)
 		return -FI_ENOAV;
-	return opx_ep_fi_ops.control(fid, command, arg);
+	rc = opx_ep_fi_ops.control(fid, command, arg);
+	if (!rc && command == FI_ENABLE)
+		opx_sep_enabled(ep->sep, ep);
+	return rc;
 }
 
 static struct fi_ops opx_sep_ctx_fi_ops = {

@@ -440,6 +440,33 @@ static void test_sep_rma(void **state)
 	assert_int_equal(counter, 42);
 	/* a receive context initiates nothing */
 	assert_int_equal(fi_write(s.rx[0], src, 8, NULL, s.self, 0, 42, &c), -FI_EOPNOTSUPP);
+	/* a receive context without CQ (Open MPI's btl ofi enables one so):
+	 * a one-sided target, progressed through the transmit contexts'
+	 * CQs; it refuses receives, which could complete nowhere */
+	assert_int_equal(fi_close(&s.rx[3]->fid), 0);
+	assert_int_equal(fi_rx_context(s.sep, 3, NULL, &s.rx[3], NULL), 0);
+	assert_int_equal(fi_enable(s.rx[3]), 0);
+	assert_int_equal(fi_trecv(s.rx[3], back, 8, NULL, FI_ADDR_UNSPEC, 0, 0, &c), -FI_ENOCQ);
+	assert_int_equal(fi_fetch_atomic(s.tx[2], &add, 1, NULL, &old, NULL,
+					 fi_rx_addr(s.self, 3, TS_BITS), 0, 43, FI_UINT64, FI_SUM,
+					 &c),
+			 0);
+	{
+		uint64_t deadline = fx_now_ms() + TS_WAIT_MS;
+		struct fi_cq_tagged_entry ce;
+		ssize_t n;
+
+		do /* only the initiator's CQ is read */
+			n = fi_cq_read(s.txcq[2], &ce, 1);
+		while (n == -FI_EAGAIN && fx_now_ms() < deadline);
+		assert_int_equal(n, 1);
+		assert_ptr_equal(ce.op_context, &c);
+	}
+	assert_int_equal(old, 42);
+	assert_int_equal(counter, 79);
+	/* its old CQ was unbound by the close, so it may go */
+	assert_int_equal(fi_close(&s.rxcq[3]->fid), 0);
+	s.rxcq[3] = ts_cq(s.e.domain);
 	assert_int_equal(fi_close(&mr->fid), 0);
 	assert_int_equal(fi_close(&cmr->fid), 0);
 	ts_close(&s);
