@@ -40,6 +40,10 @@
  * inserted, and a derived context is verified by the shim exactly as any
  * inserted address is (uid, mode, job key, nonce).
  *
+ * A receive context enabled without a CQ or counter is a one-sided target
+ * only, progressed through its endpoint's transmit contexts' CQs
+ * (opx_sep_ride).
+ *
  * Closing a context unbinds its CQs and counters and disables it; its
  * receive context stays the scalable endpoint's (the name must stay
  * true) until the scalable endpoint is closed, which fails with
