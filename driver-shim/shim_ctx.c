@@ -237,17 +237,20 @@ static int shim_ctx_seg_lock_new(int fd)
 	return ret;
 }
 
-/* Create a free segment of the unit, searching from the unit's cursor.
- * Returns the fd, locked, and fills ctx->name / ctx->rx.ctx, or -errno
- * (-EBUSY when every name is taken). */
-static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int unit)
+/* Create a free segment of the unit, searching from the unit's cursor,
+ * or only number want when want >= 0 (shim_ctx_open_at: no warning then,
+ * the caller tries another range).  Returns the fd, locked, and fills
+ * ctx->name / ctx->rx.ctx, or -errno (-EBUSY when every name is taken). */
+static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int unit, int want)
 {
 	struct shim_dev *dev = ctx->dev;
-	uint32_t start = atomic_load_explicit(&dev->ctx_next[unit], memory_order_relaxed);
+	uint32_t start = want >= 0 ? (uint32_t)want
+				   : atomic_load_explicit(&dev->ctx_next[unit], memory_order_relaxed);
 	unsigned int squatted = 0, live = 0;
+	unsigned int names = want >= 0 ? 1 : SHIM_MAX_CTXTS;
 	char first_squat[SHIM_NAME_MAX] = "";
 
-	for (unsigned int i = 0; i < SHIM_MAX_CTXTS; i++) {
+	for (unsigned int i = 0; i < names; i++) {
 		unsigned int n = (start + i) % SHIM_MAX_CTXTS;
 		int ret = shim_name_segment(ctx->name, sizeof(ctx->name), uid, unit, n);
 
@@ -300,6 +303,8 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 			}
 		}
 	}
+	if (want >= 0)
+		return -EBUSY;
 	if (squatted)
 		shim_warn(dev,
 			  "no free receive context on unit %u: %u name(s) in use, %u not owned "
@@ -460,12 +465,19 @@ static void shim_ctx_fill_info(const struct shim_ctx *ctx, struct hfi1_ctxt_info
 int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 		  struct hfi1_ctxt_info *cinfo, struct hfi1_base_info *binfo)
 {
+	return shim_ctx_open_at(dev, unit, -1, 0, ctxp, cinfo, binfo);
+}
+
+int shim_ctx_open_at(struct shim_dev *dev, int unit, int want, uint32_t nonce,
+		     struct shim_ctx **ctxp, struct hfi1_ctxt_info *cinfo,
+		     struct hfi1_base_info *binfo)
+{
 	uint32_t uid = (uint32_t)geteuid();
 	struct shim_ctx *ctx;
 	uint64_t seg_size;
 	int fd, ret;
 
-	if (!dev || !ctxp || unit < 0 || unit >= dev->num_units)
+	if (!dev || !ctxp || unit < 0 || unit >= dev->num_units || want >= (int)SHIM_MAX_CTXTS)
 		return -EINVAL;
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
@@ -481,14 +493,15 @@ int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 	ctx->rx.unit = (uint16_t)unit;
 	ctx->hdrq_cnt = dev->params.hdrq_cnt;
 	ctx->egr_blocks = dev->params.egr_bytes / SHIM_BLOCK;
-	ctx->nonce = shim_ctx_nonce();
+	ctx->nonce = nonce ? nonce : shim_ctx_nonce();
 	seg_size = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
 		   dev->params.egr_bytes + (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
 	ctx->claim_cnt = SHIM_CLAIM_SLOTS;
 	ctx->claim_off = seg_size - (uint64_t)ctx->claim_cnt * sizeof(struct shim_claim);
 
-	shim_ctx_sweep(dev, uid, (unsigned int)unit);
-	fd = shim_ctx_seg_create(ctx, uid, (unsigned int)unit);
+	if (want < 0) /* a scalable endpoint's later contexts: its first swept */
+		shim_ctx_sweep(dev, uid, (unsigned int)unit);
+	fd = shim_ctx_seg_create(ctx, uid, (unsigned int)unit, want);
 	if (fd < 0) {
 		ret = fd;
 		goto err_free;

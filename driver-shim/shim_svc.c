@@ -244,7 +244,7 @@ int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct sh
 		addr->host_id = dev->host_id;
 		addr->lid = lid;
 		addr->ctx = ctx;
-		addr->unit = (uint16_t)unit;
+		addr->unit = (uint8_t)unit;
 		addr->nonce = s.nonce;
 		addr->uid = (uint32_t)geteuid();
 		addr->pid = s.owner_pid;

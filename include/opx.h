@@ -53,7 +53,7 @@
 	(FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RMA_EVENT)
 #define OPX_CAPS                                                                                   \
 	(FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_SOURCE | FI_DIRECTED_RECV | FI_MULTI_RECV |   \
-	 FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR | OPX_RMA_CAPS)
+	 FI_LOCAL_COMM | FI_REMOTE_COMM | FI_SOURCE_ERR | FI_NAMED_RX_CTX | OPX_RMA_CAPS)
 /* Supported, but changes what completions look like: only when asked. */
 #define OPX_CAPS_ASKED_ONLY FI_SOURCE_ERR
 #define OPX_TX_CAPS (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE)
@@ -245,6 +245,8 @@ struct opx_av_entry {
 	struct shim_peer *peer; /* NULL until first send, and once dead */
 	uint32_t stalls;        /* sends refused for credits (liveness check pacing) */
 	uint32_t checked;       /* liveness round that last found it alive */
+	uint32_t sub;           /* a scalable peer's receive contexts 1.. are
+				 * av->sub[sub - 1 ...] (made on first use), 0: none */
 	bool valid;
 	bool dead;              /* the receiver is known gone: sends fail */
 	int8_t rma_cma;         /* CMA one-sided ops with it: 0 untried, 1 work, -1 refused */
@@ -263,7 +265,36 @@ struct opx_av {
 	_Atomic int refcnt; /* bound endpoints */
 	struct shim_ctx *udp_via; /* the first bound endpoint's context: its
 				     socket carries the udp peers opened here */
+	/* fi_av_attr.rx_ctx_bits: the top bits of an fi_addr_t that name a
+	 * receive context of a scalable peer (fi_rx_addr), 0: none */
+	unsigned int rx_ctx_bits;
+	struct opx_av_entry *sub; /* those receive contexts (1..), see sub above */
+	size_t sub_count;
+	size_t sub_size;
+	bool rx_warned;           /* an index beyond a peer's contexts was logged */
 };
+
+/* Scalable endpoints (opx_sep.c): the contexts an address names
+ * (struct shim_addr.sep): receive contexts at ctx, ctx + 1, ..., then
+ * the transmit contexts.  A plain endpoint is one context of each kind
+ * in one. */
+#define OPX_SEP_MAX_RX 16u
+#define OPX_SEP_MAX_TX 15u
+static inline unsigned int opx_addr_sep_rx(const struct shim_addr *a)
+{
+	return a->sep ? (a->sep & 0xfu) + 1u : 1u;
+}
+static inline unsigned int opx_addr_sep_tx(const struct shim_addr *a)
+{
+	return a->sep >> 4;
+}
+/* Receive and transmit contexts: the (lid, ctx) its packets may come from. */
+static inline unsigned int opx_addr_sep_ctxs(const struct shim_addr *a)
+{
+	return a->sep ? opx_addr_sep_rx(a) + opx_addr_sep_tx(a) : 1u;
+}
+/* The address of context i of a (scalable) endpoint named by base. */
+void opx_addr_sep_ctx(const struct shim_addr *base, unsigned int i, struct shim_addr *out);
 
 int opx_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
 		void *context);
@@ -281,6 +312,14 @@ bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round);
 /* The udp wire learned a peer's full address (its first datagram): an
  * entry inserted as host and port only now names it (reverse map too). */
 void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr);
+/* The entry fi_addr names: an index, or fi_rx_addr(index, i, rx_ctx_bits)
+ * for receive context i of a scalable peer; NULL when there is none
+ * (*sub: an entry of av->sub, one of those contexts). */
+struct opx_av_entry *opx_av_entry_locked(struct opx_av *av, fi_addr_t addr, bool *sub);
+/* The index of the peer fi_addr names (its receive context bits off), as
+ * the sources of received packets are reported; FI_ADDR_NOTAVAIL when
+ * not valid. */
+fi_addr_t opx_av_base_locked(const struct opx_av *av, fi_addr_t addr);
 /* Source of a packet as fi_addr_t, FI_ADDR_NOTAVAIL when not in the AV. */
 fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sctx);
 
@@ -470,6 +509,9 @@ int opx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
  */
 int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
 		void *context);
+/* fi_scalable_ep (opx_sep.c). */
+int opx_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
+		 void *context);
 void opx_ep_progress_locked(struct opx_ep *ep);
 
 /* ---------------------------------------------------------------------

@@ -201,6 +201,37 @@ struct opx_mp_state {
 	fi_addr_t src;
 };
 
+/* The role of an endpoint inside a scalable endpoint (opx_ep.sep_role). */
+#define OPX_SEP_TX 1
+#define OPX_SEP_RX 2
+
+/* Where a scalable endpoint's context opens (opx_sep.c): context number
+ * ctx with nonce, its udp socket on ipv4 and port (network order); the
+ * service port of the whole endpoint claimed for its first context only,
+ * in the name sep. */
+struct opx_ep_at {
+	int ctx;
+	uint32_t nonce;
+	uint32_t ipv4;
+	uint16_t port;
+	uint8_t sep;
+	uint8_t role;
+	bool first;
+	bool udp; /* the first context has a udp socket: this one must too */
+};
+
+/* opx_ep.c: an endpoint, opened where at says (NULL: anywhere), and the
+ * fid ops of a plain one, which a scalable endpoint's contexts call. */
+int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
+		  const struct opx_ep_at *at, void *context, struct opx_ep **epp);
+extern struct fi_ops opx_ep_fi_ops;
+/* Unbind its CQs and counters and disable it (a scalable endpoint's
+ * context closed: its receive context stays the endpoint's). */
+void opx_ep_disable(struct opx_ep *ep);
+/* The never-enabled endpoint a scalable endpoint's fid is (opx_sep.c). */
+struct opx_ep *opx_ep_shell(struct opx_domain *domain, const struct shim_addr *name,
+			    void *context);
+
 /* Anonymous peers: senders not in our AV we must answer (DONE). */
 #define OPX_ANON_PEERS 128
 
@@ -231,6 +262,7 @@ struct opx_ep {
 	struct shim_rx *rx;
 	struct shim_addr addr;
 	uint16_t svc_port;  /* service claimed in the shim registry (host order), 0: none */
+	uint8_t svc_sep;    /* the sep byte of the name claimed (a scalable endpoint's) */
 	uint32_t pid;
 
 	/* transmit */
@@ -284,6 +316,11 @@ struct opx_ep {
 	 * the AV's are another endpoint's (opx_ep_peer_locked), by fi_addr */
 	struct shim_peer **upeers;
 	size_t upeers_n;
+	struct shim_peer **usub;      /* the same for av->sub (fi_rx_addr) */
+	size_t usub_n;
+	/* a context of a scalable endpoint (opx_sep.c), else NULL */
+	struct opx_sep *sep;
+	uint8_t sep_role;             /* OPX_SEP_TX or OPX_SEP_RX, with sep */
 
 	/* one-sided (opx_rma.c) */
 	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */

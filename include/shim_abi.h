@@ -83,7 +83,8 @@
 #include <rdma/hfi/hfi1_user.h>
 
 #define SHIM_ABI_MAJOR 2 /* 2: claim table (dead-sender recovery) */
-#define SHIM_ABI_MINOR 0 /* readers accept any minor of their major */
+#define SHIM_ABI_MINOR 1 /* readers accept any minor of their major;
+			  * 1: shim_addr.sep (was the high byte of unit, 0) */
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
 #define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
@@ -258,7 +259,12 @@ struct shim_addr {
 	uint16_t udp_port; /* network byte order */
 	uint16_t lid;
 	uint16_t ctx;
-	uint16_t unit;
+	uint8_t unit;
+	/* A scalable endpoint (prov/opx_sep.c), 0 for any other:
+	 * (contexts - 1) << 4 | (receive contexts - 1).  Its contexts are
+	 * consecutive from this one (ctx, udp_port and nonce + i): receive
+	 * context i at i, its transmit contexts after all of those. */
+	uint8_t sep;
 	uint32_t nonce;    /* receive context nonce */
 	uint32_t uid;      /* owner uid (shm segment name) */
 	uint32_t pid;      /* owner pid (diagnostics, CMA) */

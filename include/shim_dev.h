@@ -142,6 +142,13 @@ uint64_t shim_dev_host_id(const struct shim_dev *dev);
  * HFI1_IOCTL_USER_INFO would. */
 int shim_ctx_open(struct shim_dev *dev, int unit, struct shim_ctx **ctxp,
 		  struct hfi1_ctxt_info *cinfo, struct hfi1_base_info *binfo);
+/* The same at context number want (< 0: any) with nonce (0: a random
+ * one): -EBUSY when that number is taken.  A scalable endpoint opens its
+ * contexts at consecutive numbers and nonces, so that a peer derives
+ * every one from the first (prov/opx_sep.c). */
+int shim_ctx_open_at(struct shim_dev *dev, int unit, int want, uint32_t nonce,
+		     struct shim_ctx **ctxp, struct hfi1_ctxt_info *cinfo,
+		     struct hfi1_base_info *binfo);
 void shim_ctx_close(struct shim_ctx *ctx);
 struct shim_rx *shim_ctx_rx(struct shim_ctx *ctx);
 void shim_ctx_addr(const struct shim_ctx *ctx, struct shim_addr *addr);

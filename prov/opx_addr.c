@@ -202,3 +202,15 @@ const char *opx_addr_str(uint32_t fmt, const void *addr, char *buf, size_t *len)
 	*len = (size_t)n + 1;
 	return buf;
 }
+
+/* Context i of a scalable endpoint (opx_sep.c): the numbers of its first
+ * plus i, so that one name carries them all. */
+void opx_addr_sep_ctx(const struct shim_addr *base, unsigned int i, struct shim_addr *out)
+{
+	*out = *base;
+	out->sep = 0;
+	out->ctx = (uint16_t)(base->ctx + i);
+	out->nonce = base->nonce + i;
+	if (base->udp_port)
+		out->udp_port = htons((uint16_t)(ntohs(base->udp_port) + i));
+}

@@ -13,6 +13,15 @@
  * and backward-shift deletion, so it needs no tombstones and a lookup
  * touches one or two cache lines.
  *
+ * Scalable peers (opx_sep.c): a name whose sep byte is set stands for
+ * several consecutive contexts.  Every one of them maps back to the
+ * peer's one fi_addr_t in the reverse map (its transmit contexts send,
+ * its receive contexts answer), and in an AV opened with rx_ctx_bits,
+ * fi_rx_addr(fi_addr, i, bits) sends to its receive context i: an entry
+ * of av->sub made from the name on first use (opx_av_entry_locked), so
+ * the table's indices stay those of the inserts.  A plain fi_addr_t is
+ * receive context 0.
+ *
  * Locking: every API entry point takes domain->lock; the _locked helpers
  * are called by the endpoint with it held.
  */
@@ -31,6 +40,7 @@
 #define OPX_AV_MIN_SIZE 64
 #define OPX_AV_RMAP_MIN 128
 #define OPX_AV_MAX_INIT_SIZE (1u << 16)
+#define OPX_AV_RX_BITS_MAX 16
 /* Key values: 0 is an empty slot; valid keys are (slid << 16 | sctx) + 1
  * with sctx < SHIM_MAX_CTXTS, so they never wrap to 0. */
 #define OPX_AV_RMAP_EMPTY 0u
@@ -207,7 +217,18 @@ int opx_av_src_addr(struct shim_dev *dev, struct shim_ctx *ctx, uint16_t lid, ui
  */
 static bool opx_av_addr_ok(const struct shim_addr *a)
 {
-	return a->lid != 0 && a->ctx < SHIM_MAX_CTXTS && a->unit < SHIM_MAX_UNITS;
+	unsigned int n = opx_addr_sep_ctxs(a);
+
+	if (a->sep && (opx_addr_sep_tx(a) == 0 || (a->udp_port && ntohs(a->udp_port) + n > 65536u)))
+		return false;
+	return a->lid != 0 && a->ctx + n <= SHIM_MAX_CTXTS && a->unit < SHIM_MAX_UNITS;
+}
+
+/* The reverse-map keys of an entry: every context of a scalable peer. */
+static void opx_av_rmap_put_all(struct opx_av *av, const struct shim_addr *a, uint64_t idx)
+{
+	for (unsigned int k = 0; k < opx_addr_sep_ctxs(a); k++)
+		opx_av_rmap_put(av, opx_av_key(a->lid, (uint16_t)(a->ctx + k)), idx);
 }
 
 /* An address from fi_getinfo(node, service) without FI_SOURCE: a host
@@ -226,7 +247,7 @@ void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr)
 		    e->addr.udp_port != addr->udp_port)
 			continue;
 		e->addr = *addr;
-		opx_av_rmap_put(av, opx_av_key(addr->lid, addr->ctx), i);
+		opx_av_rmap_put_all(av, addr, i);
 		OPX_INFO(FI_LOG_AV, "fi_addr %zu (%s:%u) is lid %u ctx %u\n", i,
 			 inet_ntoa((struct in_addr){.s_addr = addr->ipv4}),
 			 (unsigned)ntohs(addr->udp_port), addr->lid, addr->ctx);
@@ -357,7 +378,8 @@ static int opx_av_insert_fmt(struct opx_av *av, uint32_t fmt, const void *addr, 
 	ret = opx_av_grow(av, av->count + count);
 	if (ret)
 		goto unlock;
-	/* Keep the reverse map under half full for short probe chains. */
+	/* Keep the reverse map under half full for short probe chains
+	 * (a scalable peer takes up to 31 keys: counted as it comes). */
 	if ((opx_av_priv_of(av)->rmap_used + count) * 2 > av->rmap_size) {
 		size_t rs = av->rmap_size;
 
@@ -400,6 +422,12 @@ static int opx_av_insert_fmt(struct opx_av *av, uint32_t fmt, const void *addr, 
 				sync_err[i] = FI_EINVAL;
 			continue;
 		}
+		if (a->lid && opx_addr_sep_ctxs(a) > 1 &&
+		    (opx_av_priv_of(av)->rmap_used + opx_addr_sep_ctxs(a)) * 2 > av->rmap_size) {
+			ret = opx_av_rmap_resize(av, av->rmap_size * 4);
+			if (ret)
+				goto unlock;
+		}
 		fi_addr_t idx = av->count++;
 		struct opx_av_entry *e = &av->table[idx];
 
@@ -407,10 +435,11 @@ static int opx_av_insert_fmt(struct opx_av *av, uint32_t fmt, const void *addr, 
 		e->peer = NULL;
 		e->stalls = 0;
 		e->checked = 0;
+		e->sub = 0;
 		e->dead = false;
 		e->valid = true;
 		if (a->lid) /* else when learned */
-			opx_av_rmap_put(av, opx_av_key(a->lid, a->ctx), idx);
+			opx_av_rmap_put_all(av, a, idx);
 		if (fi_addr)
 			fi_addr[i] = idx;
 		if (sync_err)
@@ -466,17 +495,34 @@ static int opx_av_insertsym(struct fid_av *av_fid, const char *node, size_t node
 /* After removing the owner of a reverse-map key, an older entry with the
  * same (lid, ctx) should become the source again.  Scanning is O(n), so
  * it is done only when duplicates were ever inserted. */
-static void opx_av_rmap_restore(struct opx_av *av, const struct shim_addr *a)
+static void opx_av_rmap_restore(struct opx_av *av, uint16_t lid, uint16_t ctx)
 {
 	for (size_t i = av->count; i-- > 0;) {
 		const struct opx_av_entry *e = &av->table[i];
 
-		if (e->valid && e->addr.lid == a->lid && e->addr.ctx == a->ctx) {
+		if (e->valid && e->addr.lid == lid && ctx >= e->addr.ctx &&
+		    ctx < e->addr.ctx + opx_addr_sep_ctxs(&e->addr)) {
 			/* the key was just deleted, so this is a fresh slot */
-			opx_av_rmap_put(av, opx_av_key(a->lid, a->ctx), i);
+			opx_av_rmap_put(av, opx_av_key(lid, ctx), i);
 			return;
 		}
 	}
+}
+
+/* A removed scalable peer's receive contexts go with it. */
+static void opx_av_sub_drop(struct opx_av *av, struct opx_av_entry *e)
+{
+	if (!e->sub)
+		return;
+	for (unsigned int i = 1; i < opx_addr_sep_rx(&e->addr); i++) {
+		struct opx_av_entry *s = &av->sub[e->sub - 1 + i - 1];
+
+		if (s->peer)
+			shim_peer_close(s->peer);
+		s->peer = NULL;
+		s->valid = false;
+	}
+	e->sub = 0;
 }
 
 static int opx_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count, uint64_t flags)
@@ -514,10 +560,15 @@ static int opx_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count
 			e->peer = NULL;
 		}
 		e->valid = false;
-		opx_av_rmap_del(av, opx_av_key(e->addr.lid, e->addr.ctx), fi_addr[i]);
-		if (priv->rmap_dups &&
-		    opx_av_src_locked(av, e->addr.lid, e->addr.ctx) == FI_ADDR_NOTAVAIL)
-			opx_av_rmap_restore(av, &e->addr);
+		opx_av_sub_drop(av, e);
+		for (unsigned int k = 0; k < opx_addr_sep_ctxs(&e->addr); k++) {
+			uint16_t ctx = (uint16_t)(e->addr.ctx + k);
+
+			opx_av_rmap_del(av, opx_av_key(e->addr.lid, ctx), fi_addr[i]);
+			if (priv->rmap_dups &&
+			    opx_av_src_locked(av, e->addr.lid, ctx) == FI_ADDR_NOTAVAIL)
+				opx_av_rmap_restore(av, e->addr.lid, ctx);
+		}
 	}
 unlock:
 	opx_lock_release(&av->domain->lock);
@@ -609,10 +660,9 @@ static void opx_av_warn_refused(struct opx_av *av, fi_addr_t addr, const struct 
  * on its address any more: the closest documented code for "the peer's
  * receive context has no owner", and distinct from -FI_EIO (data lost in
  * a transfer that had started). */
-static void opx_av_mark_dead(struct opx_av *av, fi_addr_t addr)
+static void opx_av_mark_dead(struct opx_av *av, struct opx_av_entry *e, fi_addr_t addr)
 {
-	struct opx_av_entry *e = &av->table[addr];
-
+	(void)av;
 	if (e->peer)
 		shim_peer_close(e->peer);
 	e->peer = NULL;
@@ -624,54 +674,61 @@ static void opx_av_mark_dead(struct opx_av *av, fi_addr_t addr)
 
 int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr)
 {
-	struct opx_av_entry *e;
+	bool sub;
+	struct opx_av_entry *e = opx_av_entry_locked(av, addr, &sub);
 
-	if (!opx_av_index_ok(av, addr))
+	if (!e)
 		return -FI_EAGAIN;
-	e = &av->table[addr];
 	if (++e->stalls % OPX_AV_STALL_CHECK || !e->peer || shim_peer_alive(e->peer))
 		return -FI_EAGAIN;
-	opx_av_mark_dead(av, addr);
+	opx_av_mark_dead(av, e, addr);
 	return -FI_ECONNREFUSED;
 }
 
 bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round)
 {
+	struct opx_av_entry *e;
 	struct shim_peer *p;
+	bool sub;
 	int ret;
 
-	if (!opx_av_index_ok(av, addr))
+	e = opx_av_entry_locked(av, addr, &sub);
+	if (!e)
 		return false; /* removed: not ours to judge */
-	if (av->table[addr].dead)
+	if (e->dead)
 		return true;
-	if (av->table[addr].checked == round)
+	if (e->checked == round)
 		return false; /* found alive this round already */
-	av->table[addr].checked = round;
-	if (!av->table[addr].peer) {
-		ret = shim_peer_open_via(av->domain->fabric->dev, av->udp_via, &av->table[addr].addr,
-					 &p);
+	e->checked = round;
+	if (!e->peer) {
+		ret = shim_peer_open_via(av->domain->fabric->dev, av->udp_via, &e->addr, &p);
 		if (ret == -ENOENT || ret == -ESTALE) {
-			opx_av_mark_dead(av, addr); /* closed, or its number reused */
+			opx_av_mark_dead(av, e, addr); /* closed, or its number reused */
 			return true;
 		}
 		if (ret)
 			return false;
-		av->table[addr].peer = p;
+		e->peer = p;
 	}
-	if (shim_peer_alive(av->table[addr].peer))
+	if (shim_peer_alive(e->peer))
 		return false;
-	opx_av_mark_dead(av, addr);
+	opx_av_mark_dead(av, e, addr);
 	return true;
 }
 
 static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer)
 {
 	struct opx_av_entry *e;
+	bool sub;
 	int ret;
 
-	if (!opx_av_index_ok(av, addr))
+	e = opx_av_entry_locked(av, addr, &sub);
+	if (!e)
 		return -FI_EINVAL;
-	e = &av->table[addr];
+	if (e->peer) { /* a receive context of a scalable peer, open already */
+		*peer = e->peer;
+		return 0;
+	}
 	if (e->dead)
 		return -FI_ECONNREFUSED;
 	ret = shim_peer_open_via(av->domain->fabric->dev, av->udp_via, &e->addr, &e->peer);
@@ -692,24 +749,36 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 
 int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 {
-	const struct shim_addr *a = &ep->av->table[addr].addr;
+	struct opx_av *av = ep->av;
+	bool sub;
+	struct opx_av_entry *e = opx_av_entry_locked(av, addr, &sub);
+	/* by slot: the table's index, or a scalable peer's context's in av->sub */
+	struct shim_peer ***arr = sub ? &ep->usub : &ep->upeers;
+	size_t *arr_n = sub ? &ep->usub_n : &ep->upeers_n;
+	const struct shim_addr *a;
 	struct shim_peer *p;
+	size_t slot;
 	int ret;
 
-	if (addr >= ep->upeers_n) {
-		size_t n = ep->upeers_n ? ep->upeers_n : 16;
+	if (!e)
+		return -FI_EINVAL;
+	a = &e->addr;
+	slot = sub ? (size_t)(e - av->sub) : (size_t)(e - av->table);
+	if (slot >= *arr_n) {
+		size_t n = *arr_n ? *arr_n : 16;
 		struct shim_peer **t;
 
-		while (n <= addr)
+		while (n <= slot)
 			n *= 2;
-		t = realloc(ep->upeers, n * sizeof(*t));
+		t = realloc(*arr, n * sizeof(*t));
 		if (!t)
 			return -FI_ENOMEM;
-		memset(t + ep->upeers_n, 0, (n - ep->upeers_n) * sizeof(*t));
-		ep->upeers = t;
-		ep->upeers_n = n;
+		memset(t + *arr_n, 0, (n - *arr_n) * sizeof(*t));
+		*arr = t;
+		*arr_n = n;
 	}
-	p = ep->upeers[addr];
+	addr = slot;
+	p = (*arr)[addr];
 	/* a link is its address and port: an entry removed and reused for
 	 * another peer finds a different one here */
 	if (p && p->addr.ipv4 == a->ipv4 && p->addr.udp_port == a->udp_port) {
@@ -718,11 +787,11 @@ int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 	}
 	if (p)
 		shim_peer_close(p);
-	ep->upeers[addr] = NULL;
+	(*arr)[addr] = NULL;
 	ret = shim_peer_open_via(ep->domain->fabric->dev, ep->shim, a, &p);
 	if (ret)
 		return opx_err_from_shim(ret);
-	ep->upeers[addr] = p;
+	(*arr)[addr] = p;
 	*peer = p;
 	return 0;
 }
@@ -735,6 +804,99 @@ void opx_ep_udp_peers_close(struct opx_ep *ep)
 	free(ep->upeers);
 	ep->upeers = NULL;
 	ep->upeers_n = 0;
+	for (size_t i = 0; i < ep->usub_n; i++)
+		if (ep->usub[i])
+			shim_peer_close(ep->usub[i]);
+	free(ep->usub);
+	ep->usub = NULL;
+	ep->usub_n = 0;
+}
+
+/* ---------------------------------------------------------------------
+ * Receive contexts of scalable peers (fi_rx_addr).
+ */
+/* Split addr into the table index and the receive context index. */
+static void opx_av_rx_split(const struct opx_av *av, fi_addr_t addr, fi_addr_t *base,
+			    uint64_t *rx)
+{
+	unsigned int shift = 64u - av->rx_ctx_bits;
+
+	if (!av->rx_ctx_bits) {
+		*base = addr;
+		*rx = 0;
+		return;
+	}
+	*rx = addr >> shift;
+	*base = addr & ((1ULL << shift) - 1);
+}
+
+/* Make the entries of receive contexts 1.. of the scalable peer e. */
+static int opx_av_sub_make(struct opx_av *av, struct opx_av_entry *e)
+{
+	unsigned int n = opx_addr_sep_rx(&e->addr) - 1;
+	struct opx_av_entry *t;
+
+	if (av->sub_count + n > av->sub_size) {
+		size_t size = av->sub_size ? av->sub_size : 64;
+
+		while (size < av->sub_count + n)
+			size *= 2;
+		t = realloc(av->sub, size * sizeof(*t));
+		if (!t)
+			return -FI_ENOMEM;
+		av->sub = t;
+		av->sub_size = size;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		struct opx_av_entry *s = &av->sub[av->sub_count + i];
+
+		memset(s, 0, sizeof(*s));
+		opx_addr_sep_ctx(&e->addr, i + 1, &s->addr);
+		s->valid = true;
+	}
+	e->sub = (uint32_t)av->sub_count + 1;
+	av->sub_count += n;
+	return 0;
+}
+
+struct opx_av_entry *opx_av_entry_locked(struct opx_av *av, fi_addr_t addr, bool *sub)
+{
+	struct opx_av_entry *e;
+	fi_addr_t base;
+	uint64_t rx;
+
+	*sub = false;
+	if (addr < av->count)
+		return av->table[addr].valid ? &av->table[addr] : NULL;
+	opx_av_rx_split(av, addr, &base, &rx);
+	if (!rx || !opx_av_index_ok(av, base))
+		return NULL;
+	e = &av->table[base];
+	if (rx >= opx_addr_sep_rx(&e->addr)) {
+		if (!av->rx_warned)
+			OPX_WARN(FI_LOG_AV, "fi_rx_addr(%" PRIu64 ", %" PRIu64 "): the peer has %u "
+					    "receive context(s) (logged once per AV)\n",
+				 base, rx, opx_addr_sep_rx(&e->addr));
+		av->rx_warned = true;
+		return NULL;
+	}
+	if (!e->sub && opx_av_sub_make(av, e))
+		return NULL;
+	*sub = true;
+	return &av->sub[e->sub - 1 + rx - 1];
+}
+
+fi_addr_t opx_av_base_locked(const struct opx_av *av, fi_addr_t addr)
+{
+	fi_addr_t base;
+	uint64_t rx;
+
+	if (addr < av->count)
+		return av->table[addr].valid ? addr : FI_ADDR_NOTAVAIL;
+	opx_av_rx_split(av, addr, &base, &rx);
+	if (!rx || !opx_av_index_ok(av, base) || rx >= opx_addr_sep_rx(&av->table[base].addr))
+		return FI_ADDR_NOTAVAIL;
+	return base;
 }
 
 /* Called for every send: an already-open peer costs one bounds check and
@@ -762,6 +924,11 @@ static void opx_av_free(struct opx_av *av)
 		if (av->table[i].peer)
 			shim_peer_close(av->table[i].peer);
 	}
+	for (size_t i = 0; i < av->sub_count; i++) {
+		if (av->sub[i].peer)
+			shim_peer_close(av->sub[i].peer);
+	}
+	free(av->sub);
 	free(av->table);
 	free(av->rmap);
 	free(av->rmap_val);
@@ -838,9 +1005,13 @@ int opx_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct f
 		return -FI_EINVAL; /* read-only access needs a named AV */
 	if (attr->flags & ~(uint64_t)FI_SYMMETRIC)
 		return -FI_EBADFLAGS;
-	if (attr->rx_ctx_bits != 0) {
-		OPX_INFO(FI_LOG_AV, "scalable endpoints (rx_ctx_bits) are not supported\n");
-		return -FI_ENOSYS;
+	/* fi_rx_addr's receive context index in the top bits: room for a
+	 * scalable peer's OPX_SEP_MAX_RX and more (an index beyond a peer's
+	 * contexts fails its send), the rest for the table */
+	if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > OPX_AV_RX_BITS_MAX) {
+		OPX_WARN(FI_LOG_AV, "rx_ctx_bits %d: opx takes 0 to %d\n", attr->rx_ctx_bits,
+			 OPX_AV_RX_BITS_MAX);
+		return -FI_EINVAL;
 	}
 
 	priv = calloc(1, sizeof(*priv));
@@ -869,6 +1040,7 @@ int opx_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct f
 	av->count = 0;
 	av->type = attr->type;
 	av->domain = domain;
+	av->rx_ctx_bits = (unsigned int)attr->rx_ctx_bits;
 	atomic_init(&av->refcnt, 0);
 
 	av->av_fid.fid.fclass = FI_CLASS_AV;

@@ -39,16 +39,6 @@ static int opx_domain_close(struct fid *fid)
 	return 0;
 }
 
-static int opx_domain_scalable_ep(struct fid_domain *domain, struct fi_info *info,
-				  struct fid_ep **sep, void *context)
-{
-	(void)domain;
-	(void)info;
-	(void)sep;
-	(void)context;
-	return -FI_ENOSYS;
-}
-
 static int opx_domain_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
 			      struct fid_stx **stx, void *context)
 {
@@ -92,7 +82,7 @@ static struct fi_ops_domain opx_domain_ops = {
 	.av_open = opx_av_open,
 	.cq_open = opx_cq_open,
 	.endpoint = opx_ep_open,
-	.scalable_ep = opx_domain_scalable_ep,
+	.scalable_ep = opx_sep_open, /* opx_sep.c */
 	.cntr_open = opx_cntr_open,
 	.poll_open = opx_poll_open, /* opx_poll.c */
 	.stx_ctx = opx_domain_stx_ctx,

@@ -75,6 +75,46 @@ static void opx_ep_log_open(const struct opx_ep *ep, const struct opx_domain *do
 		 (unsigned int)opx_env.jkey, opx_jkey_src_name(opx_env.jkey_src));
 }
 
+/* Detach from the CQs and counters bound (outside the domain lock: CQ and
+ * counter take it themselves). */
+static void opx_ep_detach(struct opx_ep *ep)
+{
+	/* each distinct counter was attached once */
+	struct opx_cntr **slot[OPX_EP_CNTRS];
+
+	if (ep->tx_cq)
+		opx_cq_detach_ep(ep->tx_cq, ep);
+	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
+		opx_cq_detach_ep(ep->rx_cq, ep);
+	opx_ep_cntr_slots(ep, slot);
+	for (size_t i = 0; i < OPX_EP_CNTRS; i++) {
+		bool first = *slot[i] != NULL;
+		for (size_t j = 0; j < i && first; j++)
+			first = *slot[j] != *slot[i];
+		if (first)
+			opx_cntr_detach_ep(*slot[i], ep);
+	}
+}
+
+void opx_ep_disable(struct opx_ep *ep)
+{
+	struct opx_cntr **slot[OPX_EP_CNTRS];
+
+	opx_lock_acquire(&ep->domain->lock);
+	if (ep->enabled)
+		opx_auto_remove_locked(ep->domain, ep);
+	ep->enabled = false;
+	opx_lock_release(&ep->domain->lock);
+	opx_ep_detach(ep);
+	ep->tx_cq = NULL;
+	ep->rx_cq = NULL;
+	ep->tx_selective = false;
+	ep->rx_selective = false;
+	opx_ep_cntr_slots(ep, slot);
+	for (size_t i = 0; i < OPX_EP_CNTRS; i++)
+		*slot[i] = NULL;
+}
+
 static int opx_ep_close(struct fid *fid)
 {
 	struct opx_ep *ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
@@ -89,24 +129,7 @@ static int opx_ep_close(struct fid *fid)
 			 ep->rndv_busy);
 	opx_lock_release(&domain->lock);
 
-	/* detach outside the domain lock: CQ/counter take it themselves */
-	if (ep->tx_cq)
-		opx_cq_detach_ep(ep->tx_cq, ep);
-	if (ep->rx_cq && ep->rx_cq != ep->tx_cq)
-		opx_cq_detach_ep(ep->rx_cq, ep);
-	{
-		/* each distinct counter was attached once */
-		struct opx_cntr **slot[OPX_EP_CNTRS];
-
-		opx_ep_cntr_slots(ep, slot);
-		for (size_t i = 0; i < OPX_EP_CNTRS; i++) {
-			bool first = *slot[i] != NULL;
-			for (size_t j = 0; j < i && first; j++)
-				first = *slot[j] != *slot[i];
-			if (first)
-				opx_cntr_detach_ep(*slot[i], ep);
-		}
-	}
+	opx_ep_detach(ep);
 
 	opx_lock_acquire(&domain->lock);
 	opx_rel_linger(ep);
@@ -122,8 +145,12 @@ static int opx_ep_close(struct fid *fid)
 	opx_ep_udp_peers_close(ep);
 	opx_lock_release(&domain->lock);
 
-	if (ep->svc_port)
-		shim_svc_release(domain->fabric->dev, ep->svc_port, &ep->addr);
+	if (ep->svc_port) {
+		struct shim_addr name = ep->addr;
+
+		name.sep = ep->svc_sep;
+		shim_svc_release(domain->fabric->dev, ep->svc_port, &name);
+	}
 	shim_ctx_close(ep->shim);
 	atomic_fetch_sub(&domain->refcnt, 1);
 	free(ep);
@@ -134,9 +161,11 @@ static int opx_ep_close(struct fid *fid)
  * FI_SOURCE and a service) makes the endpoint reachable there: the name
  * carries both, and the port is claimed in the shim's service registry
  * so fi_av_insert of an address naming it finds this endpoint. */
-static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
+static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info,
+			    const struct opx_ep_at *at)
 {
 	const struct shim_addr *src = info->src_addr;
+	struct shim_addr name;
 	uint32_t ip = 0;
 	uint16_t port = 0;
 	int rc;
@@ -148,12 +177,22 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
 		ip = src->ipv4 && shim_host_has_ipv4(src->ipv4) ? src->ipv4 : 0;
 		port = src->udp_port;
 	}
+	if (at && !at->first) {
+		/* a scalable endpoint's later context: next to the first */
+		ip = at->ipv4;
+		port = at->port;
+		src = NULL;
+		if (!at->udp)
+			return 0;
+	}
 	/* The udp wire: the context's socket, on the service port if asked. */
 	rc = shim_udp_open(ep->shim, ip, port);
 	if (!rc) {
 		ep->udp = true;
 		shim_udp_watch(ep->shim, opx_rel_keepalive_ns());
 		shim_ctx_addr(ep->shim, &ep->addr);
+	} else if (at && !at->first) {
+		return opx_err_from_shim(rc); /* the caller tries other ports */
 	} else if (rc != -ENODEV || opx_env.wire != SHIM_WIRE_SHM) {
 		OPX_WARN(FI_LOG_EP_CTRL, "no udp wire (port %u): %s; this host's peers only\n",
 			 (unsigned)ntohs(port), strerror(-rc));
@@ -168,7 +207,10 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info)
 	}
 	if (!src->udp_port)
 		return 0;
-	rc = shim_svc_claim(ep->domain->fabric->dev, ntohs(src->udp_port), &ep->addr);
+	name = ep->addr;
+	if (at) /* a scalable endpoint is found by its whole name */
+		ep->svc_sep = name.sep = at->sep;
+	rc = shim_svc_claim(ep->domain->fabric->dev, ntohs(src->udp_port), &name);
 	if (rc) {
 		OPX_WARN(FI_LOG_EP_CTRL, "cannot claim service port %u: %s\n",
 			 (unsigned)ntohs(src->udp_port), shim_strerror(rc));
@@ -317,7 +359,12 @@ static int opx_ep_control(struct fid *fid, int command, void *arg)
 	case FI_ENABLE:
 		if (!ep->av)
 			return -FI_ENOAV;
-		if ((!ep->tx_cq && !ep->send_cntr) || (!ep->rx_cq && !ep->recv_cntr))
+		/* a scalable endpoint's transmit and receive contexts have
+		 * one side each (opx_sep.c); a receive context may have no
+		 * CQ at all: a one-sided target (Open MPI's btl ofi enables
+		 * one so), whose receives are refused (opx_ep_recv_locked) */
+		if ((ep->sep_role != OPX_SEP_RX && !ep->tx_cq && !ep->send_cntr) ||
+		    (!ep->sep_role && !ep->rx_cq && !ep->recv_cntr))
 			return -FI_ENOCQ;
 		opx_lock_acquire(&ep->domain->lock);
 		if (!ep->enabled) {
@@ -358,7 +405,7 @@ static int opx_ep_control(struct fid *fid, int command, void *arg)
 	}
 }
 
-static struct fi_ops opx_ep_fi_ops = {
+struct fi_ops opx_ep_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_ep_close,
 	.bind = opx_ep_bind,
@@ -611,8 +658,6 @@ static struct fi_ops_collective opx_ep_coll_ops = {
 int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **epp, void *context)
 {
 	struct opx_domain *domain;
-	struct hfi1_ctxt_info cinfo;
-	struct hfi1_base_info binfo;
 	struct opx_ep *ep;
 	int rc;
 
@@ -622,6 +667,28 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	if (info->ep_attr && info->ep_attr->type != FI_EP_RDM &&
 	    info->ep_attr->type != FI_EP_UNSPEC)
 		return -FI_EINVAL;
+	/* more than one context of a kind is fi_scalable_ep's */
+	if (info->ep_attr && (info->ep_attr->tx_ctx_cnt > 1 || info->ep_attr->rx_ctx_cnt > 1)) {
+		OPX_INFO(FI_LOG_EP_CTRL, "fi_endpoint: %zu transmit and %zu receive contexts "
+					 "need fi_scalable_ep\n",
+			 info->ep_attr->tx_ctx_cnt, info->ep_attr->rx_ctx_cnt);
+		return -FI_EINVAL;
+	}
+	rc = opx_ep_create(domain, info, NULL, context, &ep);
+	if (rc)
+		return rc;
+	*epp = &ep->ep_fid;
+	return 0;
+}
+
+int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
+		  const struct opx_ep_at *at, void *context, struct opx_ep **epp)
+{
+	struct hfi1_ctxt_info cinfo;
+	struct hfi1_base_info binfo;
+	struct opx_ep *ep;
+	int rc;
+
 	if (info->caps & ~(OPX_CAPS | FI_MSG | FI_TAGGED))
 		return -FI_EOPNOTSUPP;
 	/* names follow the domain's format (opx_addr.c): one per domain */
@@ -635,10 +702,12 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
-	rc = shim_ctx_open(domain->fabric->dev, domain->unit, &ep->shim, &cinfo, &binfo);
+	rc = shim_ctx_open_at(domain->fabric->dev, domain->unit, at ? at->ctx : -1,
+			      at ? at->nonce : 0, &ep->shim, &cinfo, &binfo);
 	if (rc) {
-		OPX_WARN(FI_LOG_EP_CTRL, "no receive context on unit %d: %s\n", domain->unit,
-			 shim_strerror(rc));
+		if (!at || at->first)
+			OPX_WARN(FI_LOG_EP_CTRL, "no receive context on unit %d: %s\n",
+				 domain->unit, shim_strerror(rc));
 		free(ep);
 		return opx_err_from_shim(rc);
 	}
@@ -654,8 +723,10 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->jkey = (uint16_t)binfo.jkey;
 	ep->pid = (uint32_t)getpid();
 	ep->domain = domain;
+	if (at)
+		ep->sep_role = at->role;
 	rc = opx_addr_is_sock(domain->addr_format) ? opx_ep_claim_sock(ep, info)
-						    : opx_ep_claim_src(ep, info);
+						    : opx_ep_claim_src(ep, info, at);
 	if (rc) {
 		opx_rndv_fini(ep);
 		shim_ctx_close(ep->shim);
@@ -699,6 +770,39 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	ep->ep_fid.atomic = &opx_ops_atomic;
 	ep->ep_fid.collective = &opx_ep_coll_ops;
 	atomic_fetch_add(&domain->refcnt, 1);
-	*epp = &ep->ep_fid;
+	*epp = ep;
 	return 0;
+}
+
+/* A scalable endpoint's own fid (opx_sep.c): an endpoint with no context
+ * that is never enabled, so every data call on it fails with
+ * -FI_EOPBADSTATE through the ordinary tables (fi_endpoint(3): a
+ * scalable endpoint is not used for communication itself). */
+struct opx_ep *opx_ep_shell(struct opx_domain *domain, const struct shim_addr *name, void *context)
+{
+	struct opx_ep *ep = calloc(1, sizeof(*ep));
+
+	if (!ep)
+		return NULL;
+	ep->domain = domain;
+	ep->addr = *name;
+	ep->last_src = FI_ADDR_NOTAVAIL;
+	opx_list_init(&ep->ctl_pend);
+	opx_list_init(&ep->posted_tag);
+	opx_list_init(&ep->posted_msg);
+	opx_list_init(&ep->ux_tag);
+	opx_list_init(&ep->ux_msg);
+	opx_list_init(&ep->req_free);
+	opx_list_init(&ep->ux_free);
+	ep->ep_fid.fid.fclass = FI_CLASS_SEP;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &opx_ep_fi_ops;
+	ep->ep_fid.ops = &opx_ep_ops;
+	ep->ep_fid.cm = &opx_ep_cm_ops;
+	ep->ep_fid.msg = &opx_ops_msg;
+	ep->ep_fid.tagged = &opx_ops_tagged;
+	ep->ep_fid.rma = &opx_ops_rma;
+	ep->ep_fid.atomic = &opx_ops_atomic;
+	ep->ep_fid.collective = &opx_ep_coll_ops;
+	return ep;
 }

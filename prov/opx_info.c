@@ -153,10 +153,11 @@ static struct fi_info *opx_info_build(int unit, uint32_t version)
 	fi->domain_attr->cq_data_size = OPX_CQ_DATA_SIZE;
 	fi->domain_attr->cq_cnt = OPX_CQ_CNT;
 	fi->domain_attr->ep_cnt = OPX_MAX_EPS;
-	fi->domain_attr->tx_ctx_cnt = 1;
-	fi->domain_attr->rx_ctx_cnt = 1;
-	fi->domain_attr->max_ep_tx_ctx = 1;
-	fi->domain_attr->max_ep_rx_ctx = 1;
+	/* every context is a receive context of the unit (opx_sep.c) */
+	fi->domain_attr->tx_ctx_cnt = OPX_MAX_EPS;
+	fi->domain_attr->rx_ctx_cnt = OPX_MAX_EPS;
+	fi->domain_attr->max_ep_tx_ctx = OPX_SEP_MAX_TX;
+	fi->domain_attr->max_ep_rx_ctx = OPX_SEP_MAX_RX;
 	fi->domain_attr->max_ep_stx_ctx = 0;
 	fi->domain_attr->max_ep_srx_ctx = 0;
 	fi->domain_attr->cntr_cnt = OPX_CNTR_CNT;
@@ -244,8 +245,10 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 			   t->max_order_war_size) ||
 	    !opx_check_max("ep_attr.max_order_waw_size", h->max_order_waw_size,
 			   t->max_order_waw_size) ||
-	    !opx_check_max("ep_attr.tx_ctx_cnt", h->tx_ctx_cnt, 1) ||
-	    !opx_check_max("ep_attr.rx_ctx_cnt", h->rx_ctx_cnt, 1) ||
+	    /* more than one: a scalable endpoint (opx_sep.c); FI_SHARED_CONTEXT
+	     * (SIZE_MAX) is above every maximum */
+	    !opx_check_max("ep_attr.tx_ctx_cnt", h->tx_ctx_cnt, OPX_SEP_MAX_TX) ||
+	    !opx_check_max("ep_attr.rx_ctx_cnt", h->rx_ctx_cnt, OPX_SEP_MAX_RX) ||
 	    !opx_check_max("ep_attr.auth_key_size", h->auth_key_size, 0))
 		return false;
 	return true;
@@ -363,6 +366,12 @@ static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t,
 		OPX_NOMATCH("caps FI_SOURCE_ERR without FI_SOURCE\n");
 	if (!opx_check_addr_format(h->addr_format, d))
 		return false;
+	if (opx_addr_is_sock(h->addr_format) && h->ep_attr &&
+	    (h->ep_attr->tx_ctx_cnt > 1 || h->ep_attr->rx_ctx_cnt > 1))
+		OPX_NOMATCH("scalable endpoints (%zu transmit, %zu receive contexts) need "
+			    "FI_ADDR_OPX names, not %s\n",
+			    h->ep_attr->tx_ctx_cnt, h->ep_attr->rx_ctx_cnt,
+			    opx_addr_format_name(h->addr_format));
 	return opx_check_fabric(h->fabric_attr) && opx_check_ep(h->ep_attr, t->ep_attr) &&
 	       opx_check_tx(h->tx_attr, t->tx_attr, h->caps) && opx_check_rx(h->rx_attr, t->rx_attr) &&
 	       opx_check_domain(h->domain_attr, t->domain_attr);
@@ -426,6 +435,11 @@ static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_
 	 * chose is one we support; echo it back. */
 	if (h->ep_attr && h->ep_attr->mem_tag_format)
 		fi->ep_attr->mem_tag_format = h->ep_attr->mem_tag_format;
+	/* contexts of a scalable endpoint, as many as asked (checked) */
+	if (h->ep_attr && h->ep_attr->tx_ctx_cnt)
+		fi->ep_attr->tx_ctx_cnt = h->ep_attr->tx_ctx_cnt;
+	if (h->ep_attr && h->ep_attr->rx_ctx_cnt)
+		fi->ep_attr->rx_ctx_cnt = h->ep_attr->rx_ctx_cnt;
 	if (h->domain_attr) {
 		const struct fi_domain_attr *hd = h->domain_attr;
 
@@ -589,7 +603,7 @@ static int opx_info_addrs(struct fi_info *fi, const char *node, const char *serv
 		a.host_id = host_id;
 		a.ipv4 = source && node ? ipv4 : shim_host_ipv4();
 		a.udp_port = source ? htons(port) : 0;
-		a.unit = (uint16_t)unit;
+		a.unit = (uint8_t)unit;
 		a.uid = (uint32_t)geteuid();
 		a.pid = (uint32_t)getpid();
 	}

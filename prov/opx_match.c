@@ -211,14 +211,28 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 
 	if (!ep->enabled)
 		return -FI_EOPBADSTATE;
+	if (ep->sep_role) {
+		/* a transmit context receives nothing; a receive context
+		 * enabled without a CQ or counter has nowhere to complete */
+		if (ep->sep_role == OPX_SEP_TX)
+			return -FI_EOPNOTSUPP;
+		if (!ep->rx_cq && !ep->recv_cntr)
+			return -FI_ENOCQ;
+	}
 	if (cnt > OPX_IOV_LIMIT || (cnt && !iov))
 		return -FI_EINVAL;
 	if (!opx_iov_sum(iov, cnt, &len))
 		return -FI_EINVAL;
 	if (!(ep->caps & FI_DIRECTED_RECV))
 		src = FI_ADDR_UNSPEC;
-	else if (src != FI_ADDR_UNSPEC && (src >= ep->av->count || !ep->av->table[src].valid))
-		return -FI_EINVAL;
+	else if (src != FI_ADDR_UNSPEC) {
+		/* a scalable peer sends from any of its contexts as its one
+		 * fi_addr_t: a receive directed at one of its receive
+		 * contexts (fi_rx_addr) takes what that peer sends */
+		src = opx_av_base_locked(ep->av, src);
+		if (src == FI_ADDR_NOTAVAIL)
+			return -FI_EINVAL;
+	}
 	if ((flags & FI_MULTI_RECV) && (tagged || !(ep->caps & FI_MULTI_RECV)))
 		return -FI_EINVAL;
 	/* a receive may complete at once (unexpected message, peek) */

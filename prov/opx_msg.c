@@ -216,8 +216,8 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	bool eager;
 	int rc;
 
-	if (__builtin_expect(!ep->enabled, 0))
-		return -FI_EOPBADSTATE;
+	if (__builtin_expect(!ep->enabled || ep->sep_role == OPX_SEP_RX, 0))
+		return ep->sep_role == OPX_SEP_RX ? -FI_EOPNOTSUPP : -FI_EOPBADSTATE;
 	if (__builtin_expect(cnt > OPX_IOV_LIMIT || (cnt && !iov), 0))
 		return -FI_EINVAL;
 	if (!opx_iov_sum(iov, cnt, &len))

@@ -230,9 +230,9 @@ static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct
  * removed from the address vector. */
 static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
 {
-	struct opx_av *av = ep->av;
+	bool sub;
 
-	return dest < av->count && av->table[dest].valid ? &av->table[dest] : NULL;
+	return opx_av_entry_locked(ep->av, dest, &sub);
 }
 
 /* CMA needs the process the shim verified behind the peer (opx_cma_peer).
@@ -505,7 +505,8 @@ ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 	/* a peer without a verified process is not even probed: the probe
 	 * would only hold the operations behind it for a refusal */
 	bool cma = a->type != OPX_RT_ATOMIC && opx_env.rma_cma && len >= opx_env.rma_cma &&
-		   len > chunk && ep->av->table[a->dest].rma_cma >= 0 && opx_rma_cma_peer(peer);
+		   len > chunk && opx_rma_entry(ep, a->dest) &&
+		   opx_rma_entry(ep, a->dest)->rma_cma >= 0 && opx_rma_cma_peer(peer);
 	if (cma)
 		nchunks = 1;
 	if (nchunks > OPX_RMA_CHUNK_MAX)

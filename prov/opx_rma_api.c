@@ -15,6 +15,8 @@ ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a)
 {
 	ssize_t rc;
 
+	if (ep->sep_role == OPX_SEP_RX) /* a receive context initiates nothing */
+		return -FI_EOPNOTSUPP;
 	opx_lock_acquire(&ep->domain->lock);
 	rc = opx_rma_post_locked(ep, a);
 	if (rc == -FI_EAGAIN) {

@@ -269,8 +269,11 @@ struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, 
 	size_t slot = opx_anon_slot(to->lid, to->ctx);
 	struct shim_peer *p = NULL;
 
+	/* src names a scalable peer as a whole: its entry's peer is its
+	 * receive context 0, not necessarily the context that sent */
 	if (src != FI_ADDR_NOTAVAIL && !opx_src_is_anon(src) &&
-	    !opx_ep_peer_locked(ep, src, &p) && p->addr.nonce == to->nonce)
+	    !opx_ep_peer_locked(ep, src, &p) && p->addr.nonce == to->nonce &&
+	    p->addr.ctx == to->ctx)
 		return p;
 	p = ep->anon[slot];
 	if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx && p->addr.nonce == to->nonce &&
@@ -296,7 +299,7 @@ struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, 
 	struct shim_addr a;
 
 	if (!opx_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
-	    !opx_ep_peer_locked(ep, src, &p))
+	    !opx_ep_peer_locked(ep, src, &p) && p->lid == slid && p->ctx == sctx)
 		return p;
 	p = ep->anon[opx_anon_slot(slid, sctx)];
 	if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))

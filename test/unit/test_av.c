@@ -235,9 +235,15 @@ static void test_av_open_attr(void **state)
 	attr.flags = FI_MORE;
 	assert_int_equal(fi_av_open(g_domain, &attr, &av, NULL), -FI_EBADFLAGS);
 
+	/* receive context bits (fi_rx_addr, test_sep): up to 16 */
 	attr.flags = 0;
 	attr.rx_ctx_bits = 4;
-	assert_int_equal(fi_av_open(g_domain, &attr, &av, NULL), -FI_ENOSYS);
+	assert_int_equal(fi_av_open(g_domain, &attr, &av, NULL), 0);
+	assert_int_equal(fi_close(&av->fid), 0);
+	attr.rx_ctx_bits = 17;
+	assert_int_equal(fi_av_open(g_domain, &attr, &av, NULL), -FI_EINVAL);
+	attr.rx_ctx_bits = -1;
+	assert_int_equal(fi_av_open(g_domain, &attr, &av, NULL), -FI_EINVAL);
 
 	memset(&attr, 0, sizeof(attr));
 	attr.type = (enum fi_av_type)99;

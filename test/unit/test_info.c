@@ -181,8 +181,15 @@ static void test_info_fields_sane(void **state)
 	assert_int_equal(fi->rx_attr->caps & ~OPX_RX_CAPS, 0);
 	assert_int_equal(fi->rx_attr->total_buffered_recv, opx_env.ux_max_bytes);
 	assert_int_equal(fi->domain_attr->mr_key_size, 8);
-	assert_int_equal(fi->domain_attr->max_ep_tx_ctx, 1);
-	assert_int_equal(fi->domain_attr->max_ep_rx_ctx, 1);
+	/* scalable endpoints (test_sep): up to 15 transmit and 16 receive
+	 * contexts, one of each unless asked */
+	assert_int_equal(fi->domain_attr->max_ep_tx_ctx, 15);
+	assert_int_equal(fi->domain_attr->max_ep_rx_ctx, 16);
+	assert_true(fi->domain_attr->tx_ctx_cnt >= fi->domain_attr->max_ep_tx_ctx);
+	assert_true(fi->domain_attr->rx_ctx_cnt >= fi->domain_attr->max_ep_rx_ctx);
+	assert_int_equal(fi->ep_attr->tx_ctx_cnt, 1);
+	assert_int_equal(fi->ep_attr->rx_ctx_cnt, 1);
+	assert_true(fi->caps & FI_NAMED_RX_CTX);
 	fi_freeinfo(fi);
 }
 
@@ -200,7 +207,10 @@ MUT(ep_dgram, h->ep_attr->type = FI_EP_DGRAM)
 MUT(protocol, h->ep_attr->protocol = FI_PROTO_RXM)
 MUT(max_msg, h->ep_attr->max_msg_size = opx_env.max_msg_size + 1)
 MUT(prefix, h->ep_attr->msg_prefix_size = OPX_MSG_PREFIX_SIZE + 8)
-MUT(ep_tx_ctx, h->ep_attr->tx_ctx_cnt = 2)
+MUT(ep_tx_ctx, h->ep_attr->tx_ctx_cnt = 16)
+MUT(ep_rx_ctx, h->ep_attr->rx_ctx_cnt = 17)
+MUT(ep_shared_tx, h->ep_attr->tx_ctx_cnt = FI_SHARED_CONTEXT)
+MUT(ep_shared_rx, h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT)
 MUT(fabric_name, h->fabric_attr->name = strdup("ib0"))
 MUT(prov_name, h->fabric_attr->prov_name = strdup("shm"))
 MUT(domain_name, h->domain_attr->name = strdup("opx_99"))
@@ -225,8 +235,10 @@ MUT(av_bad, h->domain_attr->av_type = (enum fi_av_type)7)
 MUT(cq_data, h->domain_attr->cq_data_size = OPX_CQ_DATA_SIZE + 1)
 MUT(mr_key, h->domain_attr->mr_key_size = 16)
 MUT(ep_cnt, h->domain_attr->ep_cnt = OPX_MAX_EPS + 1)
-MUT(dom_tx_ctx, h->domain_attr->tx_ctx_cnt = 2)
-MUT(max_ep_rx, h->domain_attr->max_ep_rx_ctx = 2)
+MUT(dom_tx_ctx, h->domain_attr->tx_ctx_cnt = OPX_MAX_EPS + 1)
+MUT(max_ep_rx, h->domain_attr->max_ep_rx_ctx = 17)
+MUT(max_ep_tx, h->domain_attr->max_ep_tx_ctx = 16)
+MUT(stx, h->domain_attr->max_ep_stx_ctx = 1)
 MUT(srx, h->domain_attr->max_ep_srx_ctx = 1)
 MUT(mr_iov, h->domain_attr->mr_iov_limit = OPX_IOV_LIMIT + 1)
 MUT(dom_caps, h->domain_attr->caps = FI_SHARED_AV)
@@ -246,7 +258,8 @@ static void test_rejected_hints(void **state)
 		C(tx_op_flags), C(rx_size),       C(rx_iov),         C(rx_caps),     C(rx_buffered),
 		C(rx_comp_order), C(threading_bad), C(ctrl_bad),     C(data_bad),    C(av_bad),
 		C(cq_data),     C(mr_key),        C(ep_cnt),         C(dom_tx_ctx),  C(max_ep_rx),
-		C(srx),         C(mr_iov),        C(dom_caps),
+		C(srx),         C(mr_iov),        C(dom_caps),       C(ep_rx_ctx),   C(ep_shared_tx),
+		C(ep_shared_rx), C(max_ep_tx),    C(stx),
 #undef C
 	};
 	size_t i;
@@ -798,7 +811,8 @@ static void test_domain_open_args(void **state)
 
 	/* A second domain on the same fabric works; unsupported ops say so. */
 	assert_int_equal(fi_domain(o.fabric, o.info, &d, NULL), 0);
-	assert_int_equal(fi_scalable_ep(d, o.info, NULL, NULL), -FI_ENOSYS);
+	/* scalable endpoints: test_sep; a NULL result is an argument error */
+	assert_int_equal(fi_scalable_ep(d, o.info, NULL, NULL), -FI_EINVAL);
 	assert_int_equal(fi_stx_context(d, NULL, NULL, NULL), -FI_ENOSYS);
 	assert_int_equal(fi_srx_context(d, NULL, NULL, NULL), -FI_ENOSYS);
 	assert_int_equal(fi_close(&d->fid), 0);
