@@ -264,7 +264,9 @@ static int opx_sep_tx_attr(struct opx_sep *sep, struct fi_tx_attr *attr, uint64_
 	*op_flags = have->op_flags;
 	if (!attr)
 		return 0;
-	if ((attr->caps & ~have->caps) || attr->inject_size > have->inject_size ||
+	/* FI_NAMED_RX_CTX is what a transmit context of ours does anyway
+	 * (fi_rx_addr); MPICH names it in every fi_tx_context */
+	if ((attr->caps & ~(have->caps | FI_NAMED_RX_CTX)) || attr->inject_size > have->inject_size ||
 	    attr->size > have->size || attr->iov_limit > have->iov_limit ||
 	    attr->rma_iov_limit > have->rma_iov_limit || (attr->msg_order & ~have->msg_order)) {
 		OPX_INFO(FI_LOG_EP_CTRL, "fi_tx_context: attributes beyond the endpoint's\n");
@@ -289,7 +291,7 @@ static int opx_sep_rx_attr(struct opx_sep *sep, struct fi_rx_attr *attr, uint64_
 	*op_flags = have->op_flags;
 	if (!attr)
 		return 0;
-	if ((attr->caps & ~(have->caps | OPX_CAPS_ASKED_ONLY)) ||
+	if ((attr->caps & ~(have->caps | OPX_CAPS_ASKED_ONLY | FI_NAMED_RX_CTX)) ||
 	    attr->total_buffered_recv > have->total_buffered_recv || attr->size > have->size ||
 	    attr->iov_limit > have->iov_limit || (attr->msg_order & ~have->msg_order)) {
 		OPX_INFO(FI_LOG_EP_CTRL, "fi_rx_context: attributes beyond the endpoint's\n");

@@ -15,7 +15,7 @@
 #     fi_atomic RMA) and mpi_osc with MPIR_CVAR_CH4_OFI_ENABLE_RMA=0
 #     (MPICH's active-message RMA over opx's tagged/multi-recv path),
 #     mpi_osc and mpi_large with MPICH's data auto progress (opx's progress
-#     thread), and
+#     thread), mpi_ring, mpi_osc and mpi_large on scalable endpoints, and
 #     mpi_large and mpi_flood with opx's SDMA push rendezvous.
 #  3. across hosts: 2 namespace hosts (scripts/hosts.sh, root only; SKIP
 #     with the reason otherwise), hydra starting its proxies through
@@ -201,6 +201,14 @@ for t in mpi_osc mpi_large; do
 	job "$t np=2 auto progress (MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS=1)" \
 		"$bindir/$t.auto.log" 2 -genv MPIR_CVAR_NOLOCAL 1 \
 		-genv MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS 1 -- "./$t"
+done
+# MPICH on scalable endpoints (its contexts from fi_tx_context and
+# fi_rx_context, peers named with fi_rx_addr)
+for t in mpi_ring mpi_osc mpi_large; do
+	want "$t" || continue
+	job "$t np=2 scalable endpoints (MPIR_CVAR_CH4_OFI_ENABLE_SCALABLE_ENDPOINTS=1)" \
+		"$bindir/$t.sep.log" 2 -genv MPIR_CVAR_NOLOCAL 1 \
+		-genv MPIR_CVAR_CH4_OFI_ENABLE_SCALABLE_ENDPOINTS 1 -- "./$t"
 done
 # opx's other rendezvous path: SDMA push into the receiver's TID table
 for t in mpi_large mpi_flood; do
