@@ -351,6 +351,7 @@ struct opx_ep {
 		uint32_t quiet;       /* empty socket polls (the clock every 8th) */
 		uint64_t timers_ns;   /* when opx_rel_timers last ran */
 		uint64_t drained_ns;  /* when a poll last found the socket empty */
+		uint64_t resumed_ns;  /* that poll, after a gap over the peer timeout */
 		uint64_t reap_ns;     /* when opx_rel_timers last looked for dead peers */
 		uint64_t acks_sent, nacks_sent, retransmits, timeouts;
 		uint64_t nacks_rx;     /* NACK datagrams received */

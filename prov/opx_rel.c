@@ -88,6 +88,9 @@
  *   that found our socket empty, not up to now: a process that computed
  *   for longer than the timeout has the peers' datagrams of that time
  *   still unread, and must not take them for silent before it read them.
+ *   And what it reads then proves nothing: a socket that filled up while
+ *   it computed dropped the rest, keepalives included, so after such a
+ *   gap every peer gets a full timeout from the drain (rel.resumed_ns).
  *   DEAD   shim_udp_fail: nothing more is sent, the ring looks full,
  *          shim_peer_alive() is false.  A send that stalls on the peer
  *          fails with FI_ECONNREFUSED (opx_av_stalled_locked), and
@@ -675,6 +678,8 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	 * (we computed) what the peer sent meanwhile waits unread, and the
 	 * first datagrams read must not find the others silent. */
 	shim_udp_times(peer, &rx_ns, &tx_count);
+	if (rx_ns < ep->rel.resumed_ns)
+		rx_ns = ep->rel.resumed_ns;
 	if (shim_peer_alive(peer) && shim_udp_since(ep->rel.drained_ns, rx_ns) > timeout_ns) {
 		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
 			 peer->lid, peer->ctx, opx_env.peer_timeout);
@@ -699,7 +704,9 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		f->timer_ns = now + f->rto_ns;
 		return;
 	}
-	if (shim_udp_since(ep->rel.drained_ns, f->progress_ns) > timeout_ns) {
+	if (shim_udp_since(ep->rel.drained_ns, f->progress_ns > ep->rel.resumed_ns
+							   ? f->progress_ns
+							   : ep->rel.resumed_ns) > timeout_ns) {
 		OPX_WARN(FI_LOG_EP_DATA,
 			 "udp peer lid %u ctx %u: no acknowledgement for %d s, %u packets "
 			 "unacknowledged: declared dead\n",
@@ -865,8 +872,18 @@ void opx_rel_progress(struct opx_ep *ep)
 		now = pkts[0].rx_ns;
 	else if (timed)
 		now = opx_rel_now();
-	if (timed && shim_udp_rx_empty(ep->shim))
+	if (timed && shim_udp_rx_empty(ep->shim)) {
+		/* Back after not emptying the socket for longer than the
+		 * peer timeout (the application computed): what peers sent
+		 * meanwhile may have overflowed the socket and been dropped
+		 * by the kernel, their keepalives with it, so what was read
+		 * proves no silence.  Every peer gets a full timeout from
+		 * now to be heard (opx_rel_tx_timer). */
+		if (ep->rel.drained_ns &&
+		    now - ep->rel.drained_ns > (uint64_t)opx_env.peer_timeout * 1000000000ull)
+			ep->rel.resumed_ns = now;
 		ep->rel.drained_ns = now;
+	}
 	for (int i = 0; i < n; i++) {
 		const struct shim_udp_pkt *pkt = &pkts[i];
 		struct opx_rel_flow *f = opx_rel_flow(pkt->peer);
