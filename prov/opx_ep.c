@@ -681,6 +681,30 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 	return 0;
 }
 
+/* What every endpoint fid starts with (opx_ep_create, opx_ep_shell): its
+ * empty queues and its operation tables. */
+static void opx_ep_init_fid(struct opx_ep *ep, size_t fclass, void *context)
+{
+	ep->last_src = FI_ADDR_NOTAVAIL;
+	opx_list_init(&ep->ctl_pend);
+	opx_list_init(&ep->posted_tag);
+	opx_list_init(&ep->posted_msg);
+	opx_list_init(&ep->ux_tag);
+	opx_list_init(&ep->ux_msg);
+	opx_list_init(&ep->req_free);
+	opx_list_init(&ep->ux_free);
+	ep->ep_fid.fid.fclass = fclass;
+	ep->ep_fid.fid.context = context;
+	ep->ep_fid.fid.ops = &opx_ep_fi_ops;
+	ep->ep_fid.ops = &opx_ep_ops;
+	ep->ep_fid.cm = &opx_ep_cm_ops;
+	ep->ep_fid.msg = &opx_ops_msg;
+	ep->ep_fid.tagged = &opx_ops_tagged;
+	ep->ep_fid.rma = &opx_ops_rma;
+	ep->ep_fid.atomic = &opx_ops_atomic;
+	ep->ep_fid.collective = &opx_ep_coll_ops;
+}
+
 int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
 		  const struct opx_ep_at *at, void *context, struct opx_ep **epp)
 {
@@ -741,14 +765,7 @@ int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
 		ep->msg_prefix = info->ep_attr->msg_prefix_size;
 	ep->rx_op_flags = info->rx_attr ? info->rx_attr->op_flags : 0;
 	ep->min_multi_recv = OPX_MIN_MULTI_RECV_DEFAULT;
-	ep->last_src = FI_ADDR_NOTAVAIL;
-	opx_list_init(&ep->ctl_pend);
-	opx_list_init(&ep->posted_tag);
-	opx_list_init(&ep->posted_msg);
-	opx_list_init(&ep->ux_tag);
-	opx_list_init(&ep->ux_msg);
-	opx_list_init(&ep->req_free);
-	opx_list_init(&ep->ux_free);
+	opx_ep_init_fid(ep, FI_CLASS_EP, context);
 
 	/* Let peers pull rendezvous data from us with Cross Memory Attach
 	 * under Yama's ptrace_scope=1.  It lets any process of the user
@@ -759,16 +776,6 @@ int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
 		(void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	}
 
-	ep->ep_fid.fid.fclass = FI_CLASS_EP;
-	ep->ep_fid.fid.context = context;
-	ep->ep_fid.fid.ops = &opx_ep_fi_ops;
-	ep->ep_fid.ops = &opx_ep_ops;
-	ep->ep_fid.cm = &opx_ep_cm_ops;
-	ep->ep_fid.msg = &opx_ops_msg;
-	ep->ep_fid.tagged = &opx_ops_tagged;
-	ep->ep_fid.rma = &opx_ops_rma;
-	ep->ep_fid.atomic = &opx_ops_atomic;
-	ep->ep_fid.collective = &opx_ep_coll_ops;
 	atomic_fetch_add(&domain->refcnt, 1);
 	*epp = ep;
 	return 0;
@@ -786,23 +793,6 @@ struct opx_ep *opx_ep_shell(struct opx_domain *domain, const struct shim_addr *n
 		return NULL;
 	ep->domain = domain;
 	ep->addr = *name;
-	ep->last_src = FI_ADDR_NOTAVAIL;
-	opx_list_init(&ep->ctl_pend);
-	opx_list_init(&ep->posted_tag);
-	opx_list_init(&ep->posted_msg);
-	opx_list_init(&ep->ux_tag);
-	opx_list_init(&ep->ux_msg);
-	opx_list_init(&ep->req_free);
-	opx_list_init(&ep->ux_free);
-	ep->ep_fid.fid.fclass = FI_CLASS_SEP;
-	ep->ep_fid.fid.context = context;
-	ep->ep_fid.fid.ops = &opx_ep_fi_ops;
-	ep->ep_fid.ops = &opx_ep_ops;
-	ep->ep_fid.cm = &opx_ep_cm_ops;
-	ep->ep_fid.msg = &opx_ops_msg;
-	ep->ep_fid.tagged = &opx_ops_tagged;
-	ep->ep_fid.rma = &opx_ops_rma;
-	ep->ep_fid.atomic = &opx_ops_atomic;
-	ep->ep_fid.collective = &opx_ep_coll_ops;
+	opx_ep_init_fid(ep, FI_CLASS_SEP, context);
 	return ep;
 }
