@@ -681,8 +681,12 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	if (rx_ns < ep->rel.resumed_ns)
 		rx_ns = ep->rel.resumed_ns;
 	if (shim_peer_alive(peer) && shim_udp_since(ep->rel.drained_ns, rx_ns) > timeout_ns) {
-		OPX_WARN(FI_LOG_EP_DATA, "udp peer lid %u ctx %u: silent for %d s: declared dead\n",
-			 peer->lid, peer->ctx, opx_env.peer_timeout);
+		OPX_WARN(FI_LOG_EP_DATA,
+			 "udp peer lid %u ctx %u: silent for %d s: declared dead (heard %" PRIu64
+			 " ms ago, socket emptied %" PRIu64 " ms ago, resumed %" PRIu64 " ms ago)\n",
+			 peer->lid, peer->ctx, opx_env.peer_timeout, shim_udp_since(now, rx_ns) / 1000000,
+			 shim_udp_since(now, ep->rel.drained_ns) / 1000000,
+			 shim_udp_since(now, ep->rel.resumed_ns) / 1000000);
 		opx_rel_dead(ep, peer);
 		return;
 	}
