@@ -415,7 +415,6 @@ static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 	ep->posted_cnt--;
 	opx_list_insert_head(&ep->req_free, &req->link);
 }
-void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
 /* opx_ux.c: the unexpected-message store and its bounds.  Lock held.
  * A descriptor for an unexpected message of sender (slid, sctx) holding
  * len payload bytes; NULL when the sender is over its share of the bound
@@ -441,15 +440,11 @@ static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
 	ux->buf = NULL;
 	opx_list_insert_head(&ep->ux_free, &ux->link);
 }
-/* opx_match.c again */
+/* opx_match.c again: matching */
 struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
 /* Where a message of len bytes lands in req: returns the offset, sets *cap
  * to the bytes that fit (multi-recv buffers hand out consecutive space). */
 size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap);
-/* Completion of a message delivered into req at off (cap bytes fit). */
-void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
-		     int err);
 /* An unexpected message whose last packet has arrived or that is matched. */
 void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux);
 ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t src,
@@ -477,7 +472,16 @@ uint32_t opx_pkt_csum(const struct shim_pkt_hdr *h, const uint8_t *pay);
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			   uint64_t tag, uint64_t data, void *context, uint64_t flags,
 			   bool tagged);
+
+/* opx_complete.c: the data path's completions (CQ entries, counters,
+ * error entries), the only writer into the CQs and counters. */
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err);
+/* The FI_MULTI_RECV entry that releases a used-up multi-receive buffer. */
+void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
+/* Completion of a message delivered into req at off (cap bytes fit). */
+void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
+		     int err);
 
 /* opx_rndv.c: rendezvous, both sides */
 int opx_rndv_init(struct opx_ep *ep);
