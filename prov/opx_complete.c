@@ -108,35 +108,47 @@ int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, si
 	return 0;
 }
 
-int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
-			     int prov_errno, fi_addr_t src)
+/* A new error entry with the fields every completion has, queued after
+ * the entries already in the ring; the caller fills in the error. */
+static struct opx_cq_err_node *opx_cq_err_queue(struct opx_cq *cq, void *op_context,
+						uint64_t flags, size_t len, void *buf,
+						uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
 
-	if (!en) {
-		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
-		return -FI_ENOMEM;
-	}
-	/* err is a positive code per fi_cq_err_entry; accept -FI_E* too. */
-	if (err < 0)
-		err = -err;
+	if (!en)
+		return NULL;
 	en->err.e.op_context = op_context;
 	en->err.e.flags = flags;
 	en->err.e.len = len;
 	en->err.e.buf = buf;
 	en->err.e.data = data;
 	en->err.e.tag = tag;
-	en->err.e.olen = olen;
-	en->err.e.err = err;
-	en->err.e.prov_errno = prov_errno;
 	en->err.src = src;
+	en->seq = cq->tail;
+	opx_list_insert_tail(&cq->err_list, &en->err.link);
+	return en;
+}
+
+int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
+			     int prov_errno, fi_addr_t src)
+{
+	struct opx_cq_err_node *en =
+		opx_cq_err_queue(cq, op_context, flags, len, buf, data, tag, src);
+
+	if (!en) {
+		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
+		return -FI_ENOMEM;
+	}
+	/* err is a positive code per fi_cq_err_entry; accept -FI_E* too */
+	en->err.e.err = err < 0 ? -err : err;
+	en->err.e.olen = olen;
+	en->err.e.prov_errno = prov_errno;
 	/* No provider data: readerr must then leave the caller's err_data
 	 * buffer alone (fi_cq_strerror works from prov_errno). */
 	en->err.e.err_data = NULL;
 	en->err.e.err_data_size = 0;
-	en->seq = cq->tail;
-	opx_list_insert_tail(&cq->err_list, &en->err.link);
 	return 0;
 }
 
@@ -149,29 +161,19 @@ int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t f
 	static_assert(sizeof(struct shim_addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
 	if (addrlen > OPX_CQ_ERR_DATA_MAX)
 		return -FI_EINVAL;
-	en = calloc(1, sizeof(*en));
+	en = opx_cq_err_queue(cq, op_context, flags, len, buf, data, tag, FI_ADDR_NOTAVAIL);
 	if (!en) {
 		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
 		return -FI_ENOMEM;
 	}
-	en->err.e.op_context = op_context;
-	en->err.e.flags = flags;
-	en->err.e.len = len;
-	en->err.e.buf = buf;
-	en->err.e.data = data;
-	en->err.e.tag = tag;
-	en->err.e.err = FI_EADDRNOTAVAIL;
-	en->err.src = FI_ADDR_NOTAVAIL;
 	/* fi_cq(3): err_data is the source address, in the domain's
 	 * address format, ready for fi_av_insert */
+	en->err.e.err = FI_EADDRNOTAVAIL;
 	memcpy(en->data, addr, addrlen);
 	en->err.e.err_data = en->data;
 	en->err.e.err_data_size = addrlen;
-	en->seq = cq->tail;
-	opx_list_insert_tail(&cq->err_list, &en->err.link);
 	return 0;
 }
-
 
 void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
 {
