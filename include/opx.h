@@ -342,6 +342,18 @@ void opx_pset_free(struct opx_pset *ps);
  * detach returns whether the endpoint was attached.  Lock held. */
 int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep);
 bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep);
+/* The same for a CQ or counter's bind/close (control path): takes the
+ * domain lock, counts the bound endpoints in refcnt. */
+int opx_pset_attach(struct opx_lock *lock, struct opx_pset *ps, int epoll_fd,
+		    _Atomic int *refcnt, struct opx_ep *ep);
+void opx_pset_detach(struct opx_lock *lock, struct opx_pset *ps, int epoll_fd,
+		     _Atomic int *refcnt, struct opx_ep *ep);
+/* The wait objects a CQ or counter takes: 0, -FI_ENOSYS (a wait set, a
+ * mutex: not offered) or -FI_EINVAL. */
+int opx_wait_obj_check(enum fi_wait_obj wait_obj);
+/* FI_GETWAIT / FI_GETWAITOBJ of a CQ, counter or EQ (fd < 0: none the
+ * application may use, -FI_ENODATA); -FI_ENOSYS for other commands. */
+int opx_wait_control(int command, void *arg, int fd, enum fi_wait_obj wait_obj);
 void opx_pset_progress_locked(struct opx_pset *ps);
 /* Block until done(arg) is true or timeout_ms (<0: forever) passes,
  * progressing the set; spins, then yields, then sleeps on the endpoints'

@@ -171,26 +171,17 @@ static struct fi_ops_cntr opx_cntr_ops = {
  */
 int opx_cntr_attach_ep(struct opx_cntr *cntr, struct opx_ep *ep)
 {
-	int ret;
-
 	if (!cntr || !ep)
 		return -FI_EINVAL;
-	opx_lock_acquire(&cntr->domain->lock);
-	ret = opx_pset_attach_locked(&cntr->pset, cntr->epoll_fd, ep);
-	if (!ret)
-		atomic_fetch_add(&cntr->refcnt, 1);
-	opx_lock_release(&cntr->domain->lock);
-	return ret;
+	return opx_pset_attach(&cntr->domain->lock, &cntr->pset, cntr->epoll_fd, &cntr->refcnt,
+			       ep);
 }
 
 void opx_cntr_detach_ep(struct opx_cntr *cntr, struct opx_ep *ep)
 {
-	if (!cntr || !ep)
-		return;
-	opx_lock_acquire(&cntr->domain->lock);
-	if (opx_pset_detach_locked(&cntr->pset, cntr->epoll_fd, ep))
-		atomic_fetch_sub(&cntr->refcnt, 1);
-	opx_lock_release(&cntr->domain->lock);
+	if (cntr && ep)
+		opx_pset_detach(&cntr->domain->lock, &cntr->pset, cntr->epoll_fd, &cntr->refcnt,
+				ep);
 }
 
 /* ---------------------------------------------------------------------
@@ -220,18 +211,6 @@ static int opx_cntr_control(struct fid *fid, int command, void *arg)
 	struct opx_cntr *c = OPX_CONTAINER_OF(fid, struct opx_cntr, cntr_fid.fid);
 
 	switch (command) {
-	case FI_GETWAIT:
-		if (!arg)
-			return -FI_EINVAL;
-		if (c->epoll_fd < 0)
-			return -FI_ENODATA;
-		*(int *)arg = c->epoll_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = c->wait_obj;
-		return 0;
 	case OPX_CTL_TRYWAIT:
 		return opx_cntr_trywait(c);
 	case OPX_CTL_POLL:
@@ -244,7 +223,7 @@ static int opx_cntr_control(struct fid *fid, int command, void *arg)
 		opx_lock_release(&c->domain->lock);
 		return 0;
 	default:
-		return -FI_ENOSYS;
+		return opx_wait_control(command, arg, c->epoll_fd, c->wait_obj);
 	}
 }
 
@@ -280,23 +259,15 @@ int opx_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, stru
 	struct opx_cntr_priv *priv;
 	struct opx_domain *domain;
 	struct opx_cntr *c;
+	int ret;
 
 	if (!domain_fid || !cntr)
 		return -FI_EINVAL;
 	if (a->events != FI_CNTR_EVENTS_COMP)
 		return -FI_ENOSYS;
-	switch (a->wait_obj) {
-	case FI_WAIT_NONE:
-	case FI_WAIT_UNSPEC:
-	case FI_WAIT_FD:
-	case FI_WAIT_YIELD:
-		break;
-	case FI_WAIT_SET:
-	case FI_WAIT_MUTEX_COND:
-		return -FI_ENOSYS;
-	default:
-		return -FI_EINVAL;
-	}
+	ret = opx_wait_obj_check(a->wait_obj);
+	if (ret)
+		return ret;
 	if (a->flags)
 		return -FI_EBADFLAGS; /* reserved, must be 0 */
 	domain = OPX_CONTAINER_OF(domain_fid, struct opx_domain, domain_fid);
@@ -314,8 +285,7 @@ int opx_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, stru
 	if (c->wait_obj == FI_WAIT_FD) {
 		c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 		if (c->epoll_fd < 0) {
-			int ret = opx_err_from_shim(-errno);
-
+			ret = opx_err_from_shim(-errno);
 			OPX_WARN(FI_LOG_CNTR, "cannot create counter wait fd: %d\n", errno);
 			free(priv);
 			return ret;

@@ -356,26 +356,15 @@ static struct fi_ops_cq opx_cq_ops = {
  */
 int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep)
 {
-	int ret;
-
 	if (!cq || !ep)
 		return -FI_EINVAL;
-	opx_lock_acquire(&cq->domain->lock);
-	ret = opx_pset_attach_locked(&cq->pset, cq->epoll_fd, ep);
-	if (!ret)
-		atomic_fetch_add(&cq->refcnt, 1);
-	opx_lock_release(&cq->domain->lock);
-	return ret;
+	return opx_pset_attach(&cq->domain->lock, &cq->pset, cq->epoll_fd, &cq->refcnt, ep);
 }
 
 void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep)
 {
-	if (!cq || !ep)
-		return;
-	opx_lock_acquire(&cq->domain->lock);
-	if (opx_pset_detach_locked(&cq->pset, cq->epoll_fd, ep))
-		atomic_fetch_sub(&cq->refcnt, 1);
-	opx_lock_release(&cq->domain->lock);
+	if (cq && ep)
+		opx_pset_detach(&cq->domain->lock, &cq->pset, cq->epoll_fd, &cq->refcnt, ep);
 }
 
 /* ---------------------------------------------------------------------
@@ -402,18 +391,6 @@ static int opx_cq_control(struct fid *fid, int command, void *arg)
 	struct opx_cq *cq = OPX_CONTAINER_OF(fid, struct opx_cq, cq_fid.fid);
 
 	switch (command) {
-	case FI_GETWAIT:
-		if (!arg)
-			return -FI_EINVAL;
-		if (cq->epoll_fd < 0)
-			return -FI_ENODATA; /* no fd the application may use */
-		*(int *)arg = cq->epoll_fd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = cq->wait_obj;
-		return 0;
 	case OPX_CTL_TRYWAIT:
 		return opx_cq_trywait(cq);
 	case OPX_CTL_POLL: {
@@ -426,7 +403,7 @@ static int opx_cq_control(struct fid *fid, int command, void *arg)
 		return ready;
 	}
 	default:
-		return -FI_ENOSYS;
+		return opx_wait_control(command, arg, cq->epoll_fd, cq->wait_obj);
 	}
 }
 
@@ -475,6 +452,8 @@ static struct fi_ops opx_cq_fi_ops = {
 
 static int opx_cq_check_attr(const struct fi_cq_attr *attr)
 {
+	int ret;
+
 	switch (attr->format) {
 	case FI_CQ_FORMAT_UNSPEC:
 	case FI_CQ_FORMAT_CONTEXT:
@@ -485,18 +464,9 @@ static int opx_cq_check_attr(const struct fi_cq_attr *attr)
 	default:
 		return -FI_EINVAL;
 	}
-	switch (attr->wait_obj) {
-	case FI_WAIT_NONE:
-	case FI_WAIT_UNSPEC:
-	case FI_WAIT_FD:
-	case FI_WAIT_YIELD: /* our wait spins and yields before it sleeps */
-		break;
-	case FI_WAIT_SET:
-	case FI_WAIT_MUTEX_COND: /* the application could ask for the mutex */
-		return -FI_ENOSYS;
-	default:
-		return -FI_EINVAL;
-	}
+	ret = opx_wait_obj_check(attr->wait_obj);
+	if (ret)
+		return ret;
 	if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD)
 		return -FI_EINVAL;
 	if (attr->flags & ~(uint64_t)FI_AFFINITY)

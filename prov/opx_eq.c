@@ -325,24 +325,10 @@ static int opx_eq_control(struct fid *fid, int command, void *arg)
 	if (!fid || fid->fclass != FI_CLASS_EQ)
 		return -FI_EINVAL;
 	impl = OPX_CONTAINER_OF(fid, struct opx_eq_impl, eq.eq_fid.fid);
-	switch (command) {
-	case FI_GETWAIT:
-		if (!arg)
-			return -FI_EINVAL;
-		if (impl->eq.wait_obj != FI_WAIT_FD)
-			return -FI_ENODATA;
-		*(int *)arg = impl->eq.efd;
-		return 0;
-	case FI_GETWAITOBJ:
-		if (!arg)
-			return -FI_EINVAL;
-		*(enum fi_wait_obj *)arg = impl->eq.wait_obj;
-		return 0;
-	case OPX_CTL_TRYWAIT:
+	if (command == OPX_CTL_TRYWAIT)
 		return opx_eq_trywait(&impl->eq);
-	default:
-		return -FI_ENOSYS;
-	}
+	return opx_wait_control(command, arg, impl->eq.wait_obj == FI_WAIT_FD ? impl->eq.efd : -1,
+				impl->eq.wait_obj);
 }
 
 static struct fi_ops opx_eq_fi_ops = {

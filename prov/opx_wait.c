@@ -107,6 +107,64 @@ bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep
 	return true;
 }
 
+int opx_pset_attach(struct opx_lock *lock, struct opx_pset *ps, int epoll_fd,
+		    _Atomic int *refcnt, struct opx_ep *ep)
+{
+	int ret;
+
+	opx_lock_acquire(lock);
+	ret = opx_pset_attach_locked(ps, epoll_fd, ep);
+	if (!ret)
+		atomic_fetch_add(refcnt, 1);
+	opx_lock_release(lock);
+	return ret;
+}
+
+void opx_pset_detach(struct opx_lock *lock, struct opx_pset *ps, int epoll_fd,
+		     _Atomic int *refcnt, struct opx_ep *ep)
+{
+	opx_lock_acquire(lock);
+	if (opx_pset_detach_locked(ps, epoll_fd, ep))
+		atomic_fetch_sub(refcnt, 1);
+	opx_lock_release(lock);
+}
+
+int opx_wait_obj_check(enum fi_wait_obj wait_obj)
+{
+	switch (wait_obj) {
+	case FI_WAIT_NONE:
+	case FI_WAIT_UNSPEC:
+	case FI_WAIT_FD:
+	case FI_WAIT_YIELD: /* our wait spins and yields before it sleeps */
+		return 0;
+	case FI_WAIT_SET:
+	case FI_WAIT_MUTEX_COND: /* the application could ask for the mutex */
+		return -FI_ENOSYS;
+	default:
+		return -FI_EINVAL;
+	}
+}
+
+int opx_wait_control(int command, void *arg, int fd, enum fi_wait_obj wait_obj)
+{
+	switch (command) {
+	case FI_GETWAIT:
+		if (!arg)
+			return -FI_EINVAL;
+		if (fd < 0)
+			return -FI_ENODATA; /* no fd the application may use */
+		*(int *)arg = fd;
+		return 0;
+	case FI_GETWAITOBJ:
+		if (!arg)
+			return -FI_EINVAL;
+		*(enum fi_wait_obj *)arg = wait_obj;
+		return 0;
+	default:
+		return -FI_ENOSYS;
+	}
+}
+
 int opx_pset_trywait_locked(struct opx_pset *ps, bool *armed, bool ready)
 {
 	int ret;
