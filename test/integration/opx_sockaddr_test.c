@@ -34,14 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
+#include "opx_pair.h"
 
-#define SA_WAIT_MS 20000
 #define SA_FILE_MS 30000 /* the client waits this long for the server's file */
 #define SA_ALARM_S 150
 #define SA_MAXLEN (1024 * 1024)
@@ -53,45 +47,18 @@ static const size_t sa_sizes[] = {0, 1, 16, 17, 1000, 8191, 8192, 8193, 65536, S
 #define SA_NSIZES (sizeof(sa_sizes) / sizeof(sa_sizes[0]))
 
 struct sa {
-	const char *who;
+	struct pair p;
 	uint32_t fmt;
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	fi_addr_t peer;
 	struct sockaddr_in name, peer_name;
-	uint8_t *sbuf, *rbuf;
 };
 
-#define SA_FAIL(s, ...)                                                                            \
-	do {                                                                                       \
-		fprintf(stderr, "FAIL %s: ", (s)->who);                                            \
-		fprintf(stderr, __VA_ARGS__);                                                      \
-		fprintf(stderr, "\n");                                                             \
-		return -1;                                                                         \
-	} while (0)
-
-static int64_t sa_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint8_t sa_byte(unsigned seed, size_t i)
-{
-	return (uint8_t)(seed * 131u + i * 7u + (i >> 8) + 1u);
-}
+#define SA_FAIL(s, ...) PAIR_FAIL(&(s)->p, __VA_ARGS__)
 
 static const char *sa_str(struct sa *s, const struct sockaddr_in *sin, char *buf, size_t len)
 {
 	size_t n = len;
 
-	if (!fi_av_straddr(s->av, sin, buf, &n) || n > len)
+	if (!fi_av_straddr(s->p.av, sin, buf, &n) || n > len)
 		snprintf(buf, len, "(no string)");
 	return buf;
 }
@@ -110,8 +77,6 @@ static int sa_check_sin(struct sa *s, const void *addr, size_t len, const char *
 
 static int sa_open(struct sa *s, const char *node, const char *service)
 {
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
 	struct fi_info *h = fi_allocinfo();
 	size_t len = sizeof(s->name);
 	int ret;
@@ -123,149 +88,39 @@ static int sa_open(struct sa *s, const char *node, const char *service)
 	h->addr_format = s->fmt;
 	h->domain_attr->av_type = FI_AV_TABLE;
 	h->fabric_attr->prov_name = strdup("opx");
-	ret = fi_getinfo(FI_VERSION(1, 17), node, service, 0, h, &s->info);
+	ret = fi_getinfo(FI_VERSION(1, 17), node, service, 0, h, &s->p.info);
 	fi_freeinfo(h);
 	if (ret)
 		SA_FAIL(s, "fi_getinfo(%s, %s, %s): %s", node ? node : "NULL",
 			service ? service : "NULL", fi_tostr(&s->fmt, FI_TYPE_ADDR_FORMAT),
 			fi_strerror(-ret));
-	if (s->info->addr_format != s->fmt)
-		SA_FAIL(s, "fi_getinfo gave addr_format %u, not %u", s->info->addr_format, s->fmt);
-	if (s->info->src_addrlen != sizeof(struct sockaddr_in))
-		SA_FAIL(s, "src_addr of %zu bytes", s->info->src_addrlen);
-	ret = fi_fabric(s->info->fabric_attr, &s->fabric, NULL);
+	if (s->p.info->addr_format != s->fmt)
+		SA_FAIL(s, "fi_getinfo gave addr_format %u, not %u", s->p.info->addr_format, s->fmt);
+	if (s->p.info->src_addrlen != sizeof(struct sockaddr_in))
+		SA_FAIL(s, "src_addr of %zu bytes", s->p.info->src_addrlen);
+	if (pair_open_domain(&s->p))
+		return -1;
+	ret = pair_open_ep(&s->p);
 	if (!ret)
-		ret = fi_domain(s->fabric, s->info, &s->domain, NULL);
-	if (!ret)
-		ret = fi_av_open(s->domain, &av_attr, &s->av, NULL);
-	if (!ret)
-		ret = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL);
-	if (!ret)
-		ret = fi_endpoint(s->domain, s->info, &s->ep, NULL);
-	if (!ret)
-		ret = fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (!ret)
-		ret = fi_ep_bind(s->ep, &s->av->fid, 0);
-	if (!ret)
-		ret = fi_enable(s->ep);
-	if (!ret)
-		ret = fi_getname(&s->ep->fid, &s->name, &len);
+		ret = fi_getname(&s->p.ep->fid, &s->name, &len);
 	if (ret)
 		SA_FAIL(s, "open: %s", fi_strerror(-ret));
 	if (sa_check_sin(s, &s->name, len, "fi_getname"))
 		return -1;
-	s->sbuf = malloc(SA_MAXLEN + 1);
-	s->rbuf = malloc(SA_MAXLEN + 1);
-	if (!s->sbuf || !s->rbuf)
-		SA_FAIL(s, "malloc");
-	return 0;
-}
-
-static void sa_close(struct sa *s)
-{
-	if (s->ep)
-		fi_close(&s->ep->fid);
-	if (s->cq)
-		fi_close(&s->cq->fid);
-	if (s->av)
-		fi_close(&s->av->fid);
-	if (s->domain)
-		fi_close(&s->domain->fid);
-	if (s->fabric)
-		fi_close(&s->fabric->fid);
-	if (s->info)
-		fi_freeinfo(s->info);
-	free(s->sbuf);
-	free(s->rbuf);
-}
-
-/* The completion of ctx, and its source (one operation in flight per
- * direction, both on the CQ: a send's completion may come first). */
-static int sa_wait(struct sa *s, void *ctx, struct fi_cq_tagged_entry *out, fi_addr_t *src)
-{
-	int64_t end = sa_now_ms() + SA_WAIT_MS;
-	static struct fi_cq_tagged_entry early[4];
-	static void *early_ctx[4];
-
-	for (int i = 0; i < 4; i++) {
-		if (early_ctx[i] == ctx) {
-			early_ctx[i] = NULL;
-			if (out)
-				*out = early[i];
-			return 0;
-		}
-	}
-	while (sa_now_ms() <= end) {
-		struct fi_cq_tagged_entry e;
-		fi_addr_t from = FI_ADDR_NOTAVAIL;
-		ssize_t n = fi_cq_readfrom(s->cq, &e, 1, &from);
-
-		if (n == 1 && e.op_context == ctx) {
-			if (out)
-				*out = e;
-			if (src)
-				*src = from;
-			return 0;
-		}
-		if (n == 1) { /* the other direction's: keep it */
-			int i = 0;
-
-			while (i < 4 && early_ctx[i])
-				i++;
-			if (i == 4)
-				SA_FAIL(s, "unexpected completion %p", e.op_context);
-			early[i] = e;
-			early_ctx[i] = e.op_context;
-			continue;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee;
-
-			memset(&ee, 0, sizeof(ee));
-			fi_cq_readerr(s->cq, &ee, 0);
-			SA_FAIL(s, "error completion: %s", fi_strerror(ee.err));
-		}
-		if (n != -FI_EAGAIN)
-			SA_FAIL(s, "fi_cq_read: %s", fi_strerror((int)-n));
-	}
-	SA_FAIL(s, "no completion within %d ms", SA_WAIT_MS);
-}
-
-static int sa_send(struct sa *s, const void *buf, size_t len, uint64_t tag, struct fi_context *ctx)
-{
-	int64_t end = sa_now_ms() + SA_WAIT_MS;
-	ssize_t ret;
-
-	while ((ret = fi_tsend(s->ep, buf, len, NULL, s->peer, tag, ctx)) == -FI_EAGAIN &&
-	       sa_now_ms() <= end)
-		(void)fi_cq_read(s->cq, NULL, 0);
-	if (ret)
-		SA_FAIL(s, "fi_tsend(%zu): %s", len, fi_strerror((int)-ret));
-	return 0;
+	return pair_bufs(&s->p, SA_MAXLEN);
 }
 
 /* Receive a message of exactly len bytes with seed's pattern from the
  * peer (a directed receive), and check FI_SOURCE named the peer. */
 static int sa_recv_check(struct sa *s, size_t len, uint64_t tag, unsigned seed)
 {
-	struct fi_context ctx;
-	struct fi_cq_tagged_entry e;
 	fi_addr_t src = FI_ADDR_NOTAVAIL;
 
-	memset(s->rbuf, 0xee, len + 1);
-	if (fi_trecv(s->ep, s->rbuf, SA_MAXLEN, NULL, s->peer, tag, 0, &ctx))
-		SA_FAIL(s, "fi_trecv");
-	if (sa_wait(s, &ctx, &e, &src))
+	if (pair_recv_check(&s->p, len, true, tag, s->p.peer, seed, &src))
 		return -1;
-	if (e.len != len)
-		SA_FAIL(s, "received %zu bytes, expected %zu", e.len, len);
-	if (src != s->peer)
+	if (src != s->p.peer)
 		SA_FAIL(s, "a %zu-byte message from fi_addr %llu, the peer is %llu", len,
-			(unsigned long long)src, (unsigned long long)s->peer);
-	for (size_t i = 0; i < len; i++) {
-		if (s->rbuf[i] != sa_byte(seed, i))
-			SA_FAIL(s, "byte %zu of a %zu-byte message is wrong", i, len);
-	}
+			(unsigned long long)src, (unsigned long long)s->p.peer);
 	return 0;
 }
 
@@ -282,13 +137,12 @@ static int sa_exchange(struct sa *s, int server)
 				return -1;
 			seed++;
 		}
-		for (size_t i = 0; i < len; i++)
-			s->sbuf[i] = sa_byte(seed, i);
-		if (sa_send(s, s->sbuf, len, SA_TAG_DATA + k, &ctx))
+		pair_fill(&s->p, len, seed);
+		if (pair_post_send(&s->p, s->p.sbuf, len, true, SA_TAG_DATA + k, &ctx))
 			return -1;
 		if (!server && sa_recv_check(s, len, SA_TAG_DATA + k, seed + 1))
 			return -1;
-		if (sa_wait(s, &ctx, NULL, NULL))
+		if (pair_wait(&s->p, &ctx, NULL, NULL))
 			return -1;
 	}
 	return 0;
@@ -301,7 +155,7 @@ static int sa_check_lookup(struct sa *s)
 	size_t len = sizeof(got);
 	char a[64], b[64];
 
-	if (fi_av_lookup(s->av, s->peer, &got, &len))
+	if (fi_av_lookup(s->p.av, s->p.peer, &got, &len))
 		SA_FAIL(s, "fi_av_lookup");
 	if (sa_check_sin(s, &got, len, "fi_av_lookup"))
 		return -1;
@@ -322,7 +176,7 @@ static int sa_server(struct sa *s, const char *file)
 
 	if (sa_open(s, NULL, NULL))
 		return -1;
-	if (!fi_av_straddr(s->av, &s->name, str, &len) || len > sizeof(str) ||
+	if (!fi_av_straddr(s->p.av, &s->name, str, &len) || len > sizeof(str) ||
 	    strncmp(str, "fi_sockaddr_in://", 17))
 		SA_FAIL(s, "fi_av_straddr of our name");
 	/* what a client reads is whole: written aside, then renamed */
@@ -333,21 +187,21 @@ static int sa_server(struct sa *s, const char *file)
 	printf("server: listening at %s\n", str);
 
 	/* the client's name arrives in-band, from a source we do not know */
-	if (fi_trecv(s->ep, &s->peer_name, sizeof(s->peer_name), NULL, FI_ADDR_UNSPEC,
+	if (fi_trecv(s->p.ep, &s->peer_name, sizeof(s->peer_name), NULL, FI_ADDR_UNSPEC,
 		     SA_TAG_HELLO, 0, &ctx) ||
-	    sa_wait(s, &ctx, &e, &src))
+	    pair_wait(&s->p, &ctx, &e, &src))
 		return -1;
 	if (src != FI_ADDR_NOTAVAIL)
 		SA_FAIL(s, "a message from a source not in the AV came from fi_addr %llu",
 			(unsigned long long)src);
 	if (sa_check_sin(s, &s->peer_name, e.len, "the client's name"))
 		return -1;
-	if (fi_av_insert(s->av, &s->peer_name, 1, &s->peer, 0, NULL) != 1)
+	if (fi_av_insert(s->p.av, &s->peer_name, 1, &s->p.peer, 0, NULL) != 1)
 		SA_FAIL(s, "fi_av_insert of the client's name %s",
 			sa_str(s, &s->peer_name, peer, sizeof(peer)));
 	if (sa_check_lookup(s))
 		return -1;
-	if (sa_send(s, &s->name, sizeof(s->name), SA_TAG_ACK, &ctx) || sa_wait(s, &ctx, NULL, NULL))
+	if (pair_post_send(&s->p, &s->name, sizeof(s->name), true, SA_TAG_ACK, &ctx) || pair_wait(&s->p, &ctx, NULL, NULL))
 		return -1;
 	if (sa_exchange(s, 1))
 		return -1;
@@ -359,12 +213,12 @@ static int sa_server(struct sa *s, const char *file)
 /* "fi_sockaddr_in://a.b.c.d:port" from the file, once it is there. */
 static int sa_read_file(struct sa *s, const char *file, char *ip, size_t iplen, char *port)
 {
-	int64_t end = sa_now_ms() + SA_FILE_MS;
+	int64_t end = pair_now_ms() + SA_FILE_MS;
 	char line[128];
 	FILE *f;
 
 	while (!(f = fopen(file, "r"))) {
-		if (errno != ENOENT || sa_now_ms() > end)
+		if (errno != ENOENT || pair_now_ms() > end)
 			SA_FAIL(s, "no server address in %s: %s", file, strerror(errno));
 		usleep(10000);
 	}
@@ -390,22 +244,22 @@ static int sa_client(struct sa *s, const char *file)
 	/* fi_getinfo turns node and service into the server's sockaddr_in */
 	if (sa_open(s, ip, port))
 		return -1;
-	if (sa_check_sin(s, s->info->dest_addr, s->info->dest_addrlen, "dest_addr"))
+	if (sa_check_sin(s, s->p.info->dest_addr, s->p.info->dest_addrlen, "dest_addr"))
 		return -1;
-	memcpy(&s->peer_name, s->info->dest_addr, sizeof(s->peer_name));
-	if (fi_av_insert(s->av, &s->peer_name, 1, &s->peer, 0, NULL) != 1)
+	memcpy(&s->peer_name, s->p.info->dest_addr, sizeof(s->peer_name));
+	if (fi_av_insert(s->p.av, &s->peer_name, 1, &s->p.peer, 0, NULL) != 1)
 		SA_FAIL(s, "fi_av_insert of the server's %s:%s", ip, port);
 	if (sa_check_lookup(s))
 		return -1;
 	snprintf(want, sizeof(want), "fi_sockaddr_in://%s:%s", ip, port);
-	if (!fi_av_straddr(s->av, &s->peer_name, str, &len) || strcmp(str, want))
+	if (!fi_av_straddr(s->p.av, &s->peer_name, str, &len) || strcmp(str, want))
 		SA_FAIL(s, "fi_av_straddr of dest_addr is not %s", want);
 	printf("client: server at %s, we are %s\n", str, sa_str(s, &s->name, want, sizeof(want)));
 
 	/* our name, in-band; the server answers with its own, from itself */
-	if (fi_trecv(s->ep, &ack, sizeof(ack), NULL, s->peer, SA_TAG_ACK, 0, &rctx) ||
-	    sa_send(s, &s->name, sizeof(s->name), SA_TAG_HELLO, &ctx) || sa_wait(s, &ctx, NULL, NULL) ||
-	    sa_wait(s, &rctx, NULL, NULL))
+	if (fi_trecv(s->p.ep, &ack, sizeof(ack), NULL, s->p.peer, SA_TAG_ACK, 0, &rctx) ||
+	    pair_post_send(&s->p, &s->name, sizeof(s->name), true, SA_TAG_HELLO, &ctx) || pair_wait(&s->p, &ctx, NULL, NULL) ||
+	    pair_wait(&s->p, &rctx, NULL, NULL))
 		return -1;
 	if (memcmp(&ack, &s->peer_name, sizeof(ack)))
 		SA_FAIL(s, "the server names itself otherwise than its file did");
@@ -446,9 +300,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	alarm(SA_ALARM_S);
-	s.who = server ? "server" : "client";
+	s.p.who = server ? "server" : "client";
 	ret = server ? sa_server(&s, file) : sa_client(&s, file);
-	sa_close(&s);
-	printf("%s %s\n", s.who, ret ? "FAIL" : "PASS");
+	pair_free(&s.p);
+	printf("%s %s\n", s.p.who, ret ? "FAIL" : "PASS");
 	return ret ? 1 : 0;
 }

@@ -28,52 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_errno.h>
+#include "opx_pair.h"
 
-#define SV_WAIT_MS 10000
 #define SV_ALARM_S 120
 #define SV_NAME_MAX 256
 #define SV_MAXLEN (256 * 1024)
 
 static const size_t sv_sizes[] = {0, 1, 16, 17, 1000, 8192, 8193, 65536, SV_MAXLEN};
 #define SV_NSIZES (sizeof(sv_sizes) / sizeof(sv_sizes[0]))
-
-struct sv {
-	const char *who;
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	fi_addr_t peer;
-	uint8_t *sbuf, *rbuf;
-};
-
-#define SV_FAIL(s, ...)                                                                            \
-	do {                                                                                       \
-		fprintf(stderr, "FAIL %s: ", (s)->who);                                            \
-		fprintf(stderr, __VA_ARGS__);                                                      \
-		fprintf(stderr, "\n");                                                             \
-		return -1;                                                                         \
-	} while (0)
-
-static int64_t sv_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint8_t sv_byte(unsigned seed, size_t i)
-{
-	return (uint8_t)(seed * 131u + i * 7u + (i >> 8) + 1u);
-}
 
 static struct fi_info *sv_hints(void)
 {
@@ -88,148 +50,32 @@ static struct fi_info *sv_hints(void)
 	return h;
 }
 
-/* Everything but the endpoint; the endpoint separately, since opening it
- * is where a server learns that its port is taken. */
-static int sv_open_domain(struct sv *s)
-{
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_MSG, .wait_obj = FI_WAIT_NONE};
-	int ret;
-
-	ret = fi_fabric(s->info->fabric_attr, &s->fabric, NULL);
-	if (!ret)
-		ret = fi_domain(s->fabric, s->info, &s->domain, NULL);
-	if (!ret)
-		ret = fi_av_open(s->domain, &av_attr, &s->av, NULL);
-	if (!ret)
-		ret = fi_cq_open(s->domain, &cq_attr, &s->cq, NULL);
-	if (ret)
-		SV_FAIL(s, "open: %s", fi_strerror(-ret));
-	return 0;
-}
-
-static int sv_open_ep(struct sv *s)
-{
-	int ret = fi_endpoint(s->domain, s->info, &s->ep, NULL);
-
-	if (ret)
-		return ret;
-	ret = fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV);
-	if (!ret)
-		ret = fi_ep_bind(s->ep, &s->av->fid, 0);
-	if (!ret)
-		ret = fi_enable(s->ep);
-	return ret;
-}
-
-static void sv_close(struct sv *s)
-{
-	if (s->ep)
-		fi_close(&s->ep->fid);
-	if (s->cq)
-		fi_close(&s->cq->fid);
-	if (s->av)
-		fi_close(&s->av->fid);
-	if (s->domain)
-		fi_close(&s->domain->fid);
-	if (s->fabric)
-		fi_close(&s->fabric->fid);
-	if (s->info)
-		fi_freeinfo(s->info);
-	s->ep = NULL;
-	s->cq = NULL;
-	s->av = NULL;
-	s->domain = NULL;
-	s->fabric = NULL;
-	s->info = NULL;
-}
-
-/* The completion of ctx (sends and receives share the CQ, one op at a
- * time per direction here, so any other context is an error). */
-static int sv_wait(struct sv *s, void *ctx, struct fi_cq_msg_entry *out)
-{
-	int64_t end = sv_now_ms() + SV_WAIT_MS;
-	struct fi_cq_msg_entry e;
-
-	while (sv_now_ms() <= end) {
-		ssize_t n = fi_cq_read(s->cq, &e, 1);
-
-		if (n == 1) {
-			if (e.op_context != ctx)
-				SV_FAIL(s, "completion for %p while waiting for %p", e.op_context, ctx);
-			if (out)
-				*out = e;
-			return 0;
-		}
-		if (n == -FI_EAVAIL) {
-			struct fi_cq_err_entry ee;
-
-			memset(&ee, 0, sizeof(ee));
-			fi_cq_readerr(s->cq, &ee, 0);
-			SV_FAIL(s, "error completion: %s", fi_strerror(ee.err));
-		}
-		if (n != -FI_EAGAIN)
-			SV_FAIL(s, "fi_cq_read: %s", fi_strerror((int)-n));
-	}
-	SV_FAIL(s, "no completion within %d ms", SV_WAIT_MS);
-}
-
-static int sv_send(struct sv *s, const void *buf, size_t len)
+static int sv_send(struct pair *s, const void *buf, size_t len)
 {
 	struct fi_context ctx;
-	int64_t end = sv_now_ms() + SV_WAIT_MS;
-	ssize_t ret;
 
-	while ((ret = fi_send(s->ep, buf, len, NULL, s->peer, &ctx)) == -FI_EAGAIN &&
-	       sv_now_ms() <= end)
-		(void)fi_cq_read(s->cq, NULL, 0);
-	if (ret)
-		SV_FAIL(s, "fi_send(%zu): %s", len, fi_strerror((int)-ret));
-	return sv_wait(s, &ctx, NULL);
-}
-
-/* Receive one message of exactly len bytes filled with seed's pattern. */
-static int sv_recv_check(struct sv *s, size_t len, unsigned seed)
-{
-	struct fi_context ctx;
-	struct fi_cq_msg_entry e;
-
-	memset(s->rbuf, 0xee, len + 1);
-	if (fi_recv(s->ep, s->rbuf, SV_MAXLEN, NULL, FI_ADDR_UNSPEC, &ctx))
-		SV_FAIL(s, "fi_recv");
-	if (sv_wait(s, &ctx, &e))
+	if (pair_post_send(s, buf, len, false, 0, &ctx))
 		return -1;
-	if (e.len != len)
-		SV_FAIL(s, "received %zu bytes, expected %zu", e.len, len);
-	for (size_t i = 0; i < len; i++) {
-		if (s->rbuf[i] != sv_byte(seed, i))
-			SV_FAIL(s, "byte %zu of a %zu-byte message is wrong", i, len);
-	}
-	return 0;
-}
-
-static void sv_fill(struct sv *s, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		s->sbuf[i] = sv_byte(seed, i);
+	return pair_wait(s, &ctx, NULL, NULL);
 }
 
 /* Ping-pong every size: the client sends, the server checks and answers. */
-static int sv_exchange(struct sv *s, int server, unsigned round)
+static int sv_exchange(struct pair *s, int server, unsigned round)
 {
 	for (size_t k = 0; k < SV_NSIZES; k++) {
 		size_t len = sv_sizes[k];
 		unsigned seed = round * 100u + (unsigned)k;
 
 		if (server) {
-			if (sv_recv_check(s, len, seed))
+			if (pair_recv_check(s, len, false, 0, FI_ADDR_UNSPEC, seed, NULL))
 				return -1;
-			sv_fill(s, len, seed + 50u);
+			pair_fill(s, len, seed + 50u);
 			if (sv_send(s, s->sbuf, len))
 				return -1;
 		} else {
-			sv_fill(s, len, seed);
-			if (sv_send(s, s->sbuf, len) || sv_recv_check(s, len, seed + 50u))
+			pair_fill(s, len, seed);
+			if (sv_send(s, s->sbuf, len) ||
+			    pair_recv_check(s, len, false, 0, FI_ADDR_UNSPEC, seed + 50u, NULL))
 				return -1;
 		}
 	}
@@ -238,7 +84,7 @@ static int sv_exchange(struct sv *s, int server, unsigned round)
 
 static int sv_server(int port_fd, unsigned rounds)
 {
-	struct sv s = {.who = "server"};
+	struct pair s = {.who = "server"};
 	struct fi_info *h = sv_hints();
 	char port[16];
 	int ret = -FI_EADDRINUSE;
@@ -248,42 +94,39 @@ static int sv_server(int port_fd, unsigned rounds)
 	srand((unsigned)getpid() ^ (unsigned)time(NULL));
 	for (int tries = 0; tries < 32 && ret == -FI_EADDRINUSE; tries++) {
 		snprintf(port, sizeof(port), "%d", 10000 + rand() % 50000);
-		sv_close(&s);
+		pair_close(&s);
 		ret = fi_getinfo(fi_version(), NULL, port, FI_SOURCE, h, &s.info);
 		if (ret) {
 			fi_freeinfo(h);
-			SV_FAIL(&s, "fi_getinfo(NULL, %s, FI_SOURCE): %s", port, fi_strerror(-ret));
+			PAIR_FAIL(&s, "fi_getinfo(NULL, %s, FI_SOURCE): %s", port, fi_strerror(-ret));
 		}
 		if (!s.info->src_addr || !s.info->src_addrlen) {
 			fi_freeinfo(h);
-			SV_FAIL(&s, "fi_getinfo returned no src_addr");
+			PAIR_FAIL(&s, "fi_getinfo returned no src_addr");
 		}
-		if (sv_open_domain(&s))
+		if (pair_open_domain(&s))
 			break;
-		ret = sv_open_ep(&s);
+		ret = pair_open_ep(&s);
 	}
 	fi_freeinfo(h);
 	if (ret) {
-		sv_close(&s);
-		SV_FAIL(&s, "endpoint on port %s: %s", port, fi_strerror(-ret));
+		pair_close(&s);
+		PAIR_FAIL(&s, "endpoint on port %s: %s", port, fi_strerror(-ret));
 	}
 	/* the service number is all the client is told */
 	if (write(port_fd, port, sizeof(port)) != (ssize_t)sizeof(port)) {
-		sv_close(&s);
-		SV_FAIL(&s, "cannot tell the port");
+		pair_close(&s);
+		PAIR_FAIL(&s, "cannot tell the port");
 	}
-	s.sbuf = malloc(SV_MAXLEN + 1);
-	s.rbuf = malloc(SV_MAXLEN + 1);
-	ret = (!s.sbuf || !s.rbuf) ? -1 : 0;
+	ret = pair_bufs(&s, SV_MAXLEN);
 	for (unsigned r = 0; r < rounds && !ret; r++) {
 		struct fi_context ctx;
-		struct fi_cq_msg_entry e;
 		char name[SV_NAME_MAX];
 
 		/* the client's name arrives in-band */
 		ret = -1;
 		if (fi_recv(s.ep, name, sizeof(name), NULL, FI_ADDR_UNSPEC, &ctx) ||
-		    sv_wait(&s, &ctx, &e))
+		    pair_wait(&s, &ctx, NULL, NULL))
 			break;
 		if (fi_av_insert(s.av, name, 1, &s.peer, 0, NULL) != 1) {
 			fprintf(stderr, "FAIL server: fi_av_insert of the client's name\n");
@@ -291,9 +134,7 @@ static int sv_server(int port_fd, unsigned rounds)
 		}
 		ret = sv_exchange(&s, 1, r);
 	}
-	free(s.sbuf);
-	free(s.rbuf);
-	sv_close(&s);
+	pair_free(&s);
 	if (!ret)
 		printf("server: %u clients served on port %s\n", rounds, port);
 	return ret;
@@ -301,7 +142,7 @@ static int sv_server(int port_fd, unsigned rounds)
 
 static int sv_client(const char *node, const char *port, unsigned round)
 {
-	struct sv s = {.who = "client"};
+	struct pair s = {.who = "client"};
 	struct fi_info *h = sv_hints();
 	char name[SV_NAME_MAX];
 	size_t namelen = sizeof(name);
@@ -312,11 +153,11 @@ static int sv_client(const char *node, const char *port, unsigned round)
 	ret = fi_getinfo(fi_version(), node, port, 0, h, &s.info);
 	fi_freeinfo(h);
 	if (ret)
-		SV_FAIL(&s, "fi_getinfo(%s, %s, 0): %s", node, port, fi_strerror(-ret));
+		PAIR_FAIL(&s, "fi_getinfo(%s, %s, 0): %s", node, port, fi_strerror(-ret));
 	if (!s.info->dest_addr || !s.info->dest_addrlen)
-		SV_FAIL(&s, "fi_getinfo(%s, %s) returned no dest_addr", node, port);
-	ret = sv_open_domain(&s);
-	if (!ret && (ret = sv_open_ep(&s)))
+		PAIR_FAIL(&s, "fi_getinfo(%s, %s) returned no dest_addr", node, port);
+	ret = pair_open_domain(&s);
+	if (!ret && (ret = pair_open_ep(&s)))
 		fprintf(stderr, "FAIL client: endpoint: %s\n", fi_strerror(-ret));
 	if (!ret) {
 		ret = fi_av_insert(s.av, s.info->dest_addr, 1, &s.peer, 0, NULL);
@@ -327,17 +168,13 @@ static int sv_client(const char *node, const char *port, unsigned round)
 	}
 	if (!ret)
 		ret = fi_getname(&s.ep->fid, name, &namelen);
-	s.sbuf = malloc(SV_MAXLEN + 1);
-	s.rbuf = malloc(SV_MAXLEN + 1);
-	if (!ret && s.sbuf && s.rbuf)
+	if (!ret)
+		ret = pair_bufs(&s, SV_MAXLEN);
+	if (!ret)
 		ret = sv_send(&s, name, namelen);
-	else
-		ret = -1;
 	if (!ret)
 		ret = sv_exchange(&s, 0, round);
-	free(s.sbuf);
-	free(s.rbuf);
-	sv_close(&s);
+	pair_free(&s);
 	if (!ret)
 		printf("client: node %s port %s: %zu sizes exchanged\n", node, port, SV_NSIZES);
 	return ret;
