@@ -262,14 +262,14 @@ else
 				show_pingpong "$bindir/$t.hosts.np$np.log"
 		done
 	done
-	# receivers compute for 18 s without an MPI call, 1.5 peer timeouts,
+	# receivers compute for 30 s without an MPI call, 1.5 peer timeouts,
 	# while their partners' messages wait unacknowledged: opx's watchdog
-	# keeps them alive (a timeout of 12 s: on a loaded machine a process
-	# group may wait 7.5 s for a core, see udp.sh)
+	# keeps them alive (a timeout of 20 s: on a loaded machine a process
+	# group may wait 12 s for a core, see udp.sh)
 	want mpi_busy &&
 	job "mpi_busy np=4 across 2 hosts, busy 1.5 peer timeouts" "$bindir/mpi_busy.hosts.log" 4 \
-		"${xargs[@]}" -genv MPIR_CVAR_NOLOCAL 1 -genv FI_OPX_PEER_TIMEOUT 12 \
-		-genv OPX_MPI_BUSY_S 18 -- "$bindir/mpi_busy"
+		"${xargs[@]}" -genv MPIR_CVAR_NOLOCAL 1 -genv FI_OPX_PEER_TIMEOUT 20 \
+		-genv OPX_MPI_BUSY_S 30 -- "$bindir/mpi_busy"
 	# as Intel MPI runs by default: MPICH's shared memory between the two
 	# ranks of a host, opx (udp wire) between the hosts
 	for t in mpi_ring mpi_large mpi_osc; do
