@@ -107,6 +107,7 @@ int shim_claim_register(struct shim_peer_priv *pp, int fd)
 		/* an empty intent at the current tail: covers nothing, and is
 		 * resolved as soon as the consumer gets there */
 		atomic_store_explicit(&c->counts, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->rgn_busy, 0, memory_order_relaxed);
 		atomic_store_explicit(&c->tail, atomic_load_explicit(&ctl->tail, memory_order_relaxed),
 				      memory_order_relaxed);
 		pp->claim_idx = (int)i;
@@ -140,6 +141,22 @@ void shim_claim_unregister(struct shim_peer_priv *pp)
 /* ---------------------------------------------------------------------
  * Consumer side.
  */
+bool shim_claim_alive(const struct shim_ctx *ctx, uint32_t i)
+{
+	short type = F_WRLCK;
+
+	if (ctx->seg_fd < 0 || i >= ctx->claim_cnt)
+		return false;
+	/* cannot tell: alive, which errs on the side of waiting */
+	return shim_claim_lockop(ctx->seg_fd, ctx->claim_off, i, F_OFD_GETLK, F_WRLCK, &type) ||
+	       type != F_UNLCK;
+}
+
+struct shim_claim *shim_claim_slots(const struct shim_ctx *ctx)
+{
+	return shim_claim_table(ctx->map, ctx->claim_off);
+}
+
 static uint64_t shim_now_ns(void)
 {
 	struct timespec ts;

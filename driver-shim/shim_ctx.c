@@ -394,6 +394,8 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	ctl->seg_size = seg_size;
 	ctl->claim_off = ctx->claim_off; /* for the senders: we use ctx's copy */
 	ctl->claim_cnt = ctx->claim_cnt; /* zero-filled by ftruncate: all free */
+	ctl->rgn_off = ctx->rgn_off;     /* likewise: every region entry empty */
+	ctl->rgn_cnt = ctx->rgn_cnt;
 	ctl->jkey = dev->params.jkey;
 	ctl->jkey_src = dev->params.jkey_src;
 	ctl->flags = SHIM_CTL_F_OWNER_LOCK; /* shim_ctx_seg_create() took it */
@@ -494,10 +496,12 @@ int shim_ctx_open_at(struct shim_dev *dev, int unit, int want, uint32_t nonce,
 	ctx->hdrq_cnt = dev->params.hdrq_cnt;
 	ctx->egr_blocks = dev->params.egr_bytes / SHIM_BLOCK;
 	ctx->nonce = nonce ? nonce : shim_ctx_nonce();
-	seg_size = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
-		   dev->params.egr_bytes + (uint64_t)SHIM_CLAIM_SLOTS * sizeof(struct shim_claim);
 	ctx->claim_cnt = SHIM_CLAIM_SLOTS;
-	ctx->claim_off = seg_size - (uint64_t)ctx->claim_cnt * sizeof(struct shim_claim);
+	ctx->claim_off = SHIM_CTL_PAD + (uint64_t)ctx->hdrq_cnt * sizeof(struct shim_rhq_entry) +
+			 dev->params.egr_bytes;
+	ctx->rgn_cnt = SHIM_RGN_SLOTS;
+	ctx->rgn_off = ctx->claim_off + (uint64_t)ctx->claim_cnt * sizeof(struct shim_claim);
+	seg_size = ctx->rgn_off + (uint64_t)ctx->rgn_cnt * sizeof(struct shim_rgn);
 
 	if (want < 0) /* a scalable endpoint's later contexts: its first swept */
 		shim_ctx_sweep(dev, uid, (unsigned int)unit);

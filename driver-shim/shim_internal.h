@@ -104,6 +104,12 @@ struct shim_ctx {
 	 * segment size the same way). */
 	uint64_t claim_off;
 	uint32_t claim_cnt;
+	/* The region table (shim_rgn.c), laid out and written by us only:
+	 * the keys and seqs of its entries are kept here too. */
+	uint64_t rgn_off;
+	uint32_t rgn_cnt;
+	uint64_t rgn_key[SHIM_RGN_SLOTS];
+	uint32_t rgn_seq[SHIM_RGN_SLOTS];
 	char name[SHIM_NAME_MAX]; /* shm segment name */
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */
@@ -229,6 +235,8 @@ struct shim_peer_priv {
 	int claim_idx;        /* our slot in the peer's claim table */
 	uint64_t claim_off;   /* the claim table, from the snapshot checked at open */
 	uint32_t claim_cnt;
+	uint64_t rgn_off;     /* the region table, likewise (rgn_cnt 0: none) */
+	uint32_t rgn_cnt;
 	pid_t owner_pid;      /* the owner as verified at open (CMA) ... */
 	uint64_t owner_start; /* ... with its start time; pid 0: not verified */
 	int owner_pidfd;      /* a pidfd of that very process, -1 where unavailable */
@@ -283,6 +291,10 @@ void shim_prefault(void *addr, size_t len);
  * slot's lock), and leave it. */
 int shim_claim_register(struct shim_peer_priv *pp, int fd);
 void shim_claim_unregister(struct shim_peer_priv *pp);
+/* The owner's view of its own claim table: the slots, and whether slot i
+ * is held by a live sender (true when it cannot tell). */
+struct shim_claim *shim_claim_slots(const struct shim_ctx *ctx);
+bool shim_claim_alive(const struct shim_ctx *ctx, uint32_t i);
 /* Byte of the segment whose OFD write lock marks slot i of a claim table
  * at claim_off as held.  claim_off is always a private, checked copy. */
 static inline off_t shim_claim_lock_off(uint64_t claim_off, uint32_t i)

@@ -79,6 +79,13 @@ static int shim_shm_ctl_check(const struct shim_rcv_ctl *s, uint32_t ready, size
 	    s->claim_off < s->egr_off + egr_bytes ||
 	    !shim_range_ok(s->claim_off, claim_bytes, s->seg_size))
 		return -EPROTO;
+	/* a region table (minor 2) after the claim table, or none */
+	if (s->rgn_cnt &&
+	    (!shim_pow2(s->rgn_cnt) || s->rgn_cnt > SHIM_RGN_SLOTS || s->rgn_off % SHIM_BLOCK ||
+	     s->rgn_off < s->claim_off + claim_bytes ||
+	     !shim_range_ok(s->rgn_off, (uint64_t)s->rgn_cnt * sizeof(struct shim_rgn),
+			    s->seg_size)))
+		return -EPROTO;
 	return 0;
 }
 
@@ -171,6 +178,8 @@ int shim_shm_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
 	pp->owner_lock = snap.flags & SHIM_CTL_F_OWNER_LOCK;
 	pp->claim_off = snap.claim_off;
 	pp->claim_cnt = snap.claim_cnt;
+	pp->rgn_off = snap.rgn_off;
+	pp->rgn_cnt = snap.rgn_cnt;
 	pp->pub.ctl = ctl;
 	shim_shm_owner_record(pp, &snap);
 	/* the fd stays open: it holds the lock of our claim slot, and the

@@ -100,6 +100,8 @@ struct opx_params {
 	bool msg_prefix;      /* FI_OPX_MSG_PREFIX: FI_MSG_PREFIX when the hints offer it */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
 	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
+	size_t rma_direct_write; /* FI_OPX_RMA_DIRECT_WRITE: initiator copies by itself (0: off) */
+	size_t rma_direct_read;  /* FI_OPX_RMA_DIRECT_READ: the same for reads */
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 	char *stats;          /* FI_OPX_STATS: "stderr" or a path pattern (opx_stats.c), NULL: off */
 	bool oversubscribed;  /* the launcher put more ranks here than CPUs are online */
@@ -214,6 +216,8 @@ struct opx_domain {
 	_Atomic int refcnt; /* av, cq, cntr, ep, mr */
 	struct opx_mr_table mr_table;
 	uint64_t next_mr_key;
+	/* endpoints publishing the regions in their region tables (opx_mr.c) */
+	struct opx_list rgn_eps;
 	struct opx_auto *autop; /* FI_PROGRESS_AUTO: the progress thread (opx_auto.c) */
 	bool auto_self;         /* lock held: the progress thread is progressing */
 };

@@ -325,6 +325,8 @@ struct opx_ep {
 	/* one-sided (opx_rma.c) */
 	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */
 	bool rma_busy;              /* chunks or replies wait for credits */
+	bool rgn_pub;               /* in domain->rgn_eps: publishes regions (opx_mr.c) */
+	struct opx_list rgn_link;
 	struct opx_cntr *write_cntr; /* FI_WRITE: RMA writes, non-fetching atomics */
 	struct opx_cntr *read_cntr;  /* FI_READ: RMA reads, fetching atomics */
 	struct opx_cntr *rwrite_cntr; /* FI_REMOTE_WRITE (FI_RMA_EVENT): target side */

@@ -74,6 +74,14 @@
  * operations of the endpoint wait for its answer, so a fallback never
  * reorders them.
  *
+ * Direct path (no packet at all): on the shm wire, a read or write from
+ * FI_OPX_RMA_DIRECT_READ/_WRITE bytes to a region the target published in
+ * its receive context's region table (opx_mr.c publishes, shim_rgn.c has
+ * the table and its protocol) is copied by the initiator with one CMA
+ * call and completed at once; only while nothing else one-sided of the
+ * endpoint is outstanding, never with remote CQ data.  Anything it cannot
+ * do goes the ways above.
+ *
  * The target checks key, range and access before touching memory; a bad
  * request gets a non-zero status and changes nothing.  Because every
  * packet of one initiator goes through one ordered header queue (on the
@@ -110,6 +118,12 @@ int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, siz
 /* Whether remote addresses are virtual addresses (FI_MR_VIRT_ADDR or
  * FI_MR_BASIC), else 0-based offsets into the region. */
 bool opx_mr_virt_addr(const struct opx_domain *d);
+/* The endpoint's region table (opx_mr.c): filled with the domain's
+ * regions when it is enabled (if it takes one-sided operations without
+ * events), emptied at close.  Domain lock held. */
+struct opx_ep;
+void opx_mr_ep_enable_locked(struct opx_ep *ep);
+void opx_mr_ep_close_locked(struct opx_ep *ep);
 
 /* ---------------------------------------------------------------------
  * Atomic kernels (opx_atomic.c).

@@ -27,6 +27,10 @@
  *   | header queue         |  hdrq_cnt x 64-byte struct shim_rhq_entry
  *   +----------------------+  egr_off
  *   | eager ring           |  egr_blocks x 64-byte blocks
+ *   +----------------------+  claim_off
+ *   | claim table          |  claim_cnt x 64-byte struct shim_claim
+ *   +----------------------+  rgn_off (minor 2; rgn_cnt 0: none)
+ *   | region table         |  rgn_cnt x 64-byte struct shim_rgn
  *   +----------------------+  seg_size
  *
  * Senders (any number, any process of the same user on the host) reserve a
@@ -83,8 +87,10 @@
 #include <rdma/hfi/hfi1_user.h>
 
 #define SHIM_ABI_MAJOR 2 /* 2: claim table (dead-sender recovery) */
-#define SHIM_ABI_MINOR 1 /* readers accept any minor of their major;
-			  * 1: shim_addr.sep (was the high byte of unit, 0) */
+#define SHIM_ABI_MINOR 2 /* readers accept any minor of their major;
+			  * 1: shim_addr.sep (was the high byte of unit, 0);
+			  * 2: region table (rgn_off, rgn_cnt; was rsvd1, 0) and
+			  *    shim_claim.rgn_busy (was pad) */
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
 #define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
@@ -205,7 +211,8 @@ struct shim_rcv_ctl {
 	uint32_t rx_flags;
 	uint64_t claim_off;   /* claim table: claim_cnt x struct shim_claim */
 	uint32_t claim_cnt;
-	uint32_t rsvd1;
+	uint32_t rgn_cnt;     /* region table: rgn_cnt x struct shim_rgn (0: none) */
+	uint64_t rgn_off;
 
 	/* producers: any sender, compare-and-swap only */
 	alignas(64) _Atomic uint64_t tail; /* hi32 eager tail, lo32 hdr tail */
@@ -245,9 +252,46 @@ struct shim_claim {
 	uint32_t rsvd;
 	_Atomic uint64_t tail;     /* the ctl->tail value the reservation started from */
 	_Atomic uint64_t counts;   /* lo32 header entries, hi32 eager blocks */
-	uint8_t pad[40];
+	/* The region this sender is copying into or out of right now
+	 * (struct shim_rgn below): (slot + 1) << 32 | the region's seq, 0 when
+	 * none.  Written by the sender only. */
+	_Atomic uint64_t rgn_busy;
+	uint8_t pad[32];
 };
 static_assert(sizeof(struct shim_claim) == 64, "claim slot is one cache line");
+
+/* ---------------------------------------------------------------------
+ * Region table (minor 2): the memory regions a peer on this host may copy
+ * into or out of by itself, with Cross Memory Attach, without any help
+ * from the owner's progress: what RDMA hardware gives (shim_rgn.c has the
+ * protocol).  Written by the owner only, read by peers, each entry a
+ * sequence lock: seq 0 or odd: empty or being changed; even: valid, and
+ * each validity period has its own even value.  A peer copies the entry
+ * between two equal even reads of seq, then checks that copy: the offset
+ * and length against len, its access against access.
+ *
+ * Retracting a region (closing it, binding a counter to it) makes seq odd
+ * and then waits until no claim slot's rgn_busy names the old (slot, seq)
+ * any longer, or that slot's holder is gone.  A peer writes rgn_busy
+ * before it reads seq a second time, both sequentially consistent, so
+ * either it sees the odd seq and does not copy, or the owner sees its
+ * rgn_busy and waits for the copy to end: no copy into memory the owner
+ * has given back. */
+#define SHIM_RGN_SLOTS 256u /* regions per receive context, power of two */
+#define SHIM_RGN_PROBE 8u   /* slots one key may occupy (linear probing) */
+#define SHIM_RGN_READ 0x1u  /* access: peers may read it */
+#define SHIM_RGN_WRITE 0x2u /* access: peers may write it */
+
+struct shim_rgn {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t access; /* SHIM_RGN_READ | SHIM_RGN_WRITE */
+	_Atomic uint64_t key;    /* the provider's memory-region key */
+	_Atomic uint64_t raddr;  /* the remote address of its first byte */
+	_Atomic uint64_t vaddr;  /* where that byte is in the owner */
+	_Atomic uint64_t len;
+	uint8_t pad[24];
+};
+static_assert(sizeof(struct shim_rgn) == 64, "region entry is one cache line");
 
 /* ---------------------------------------------------------------------
  * Endpoint address: what fi_getname returns.  It already carries what the

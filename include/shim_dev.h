@@ -197,6 +197,28 @@ int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);
  * process throughout (a process that is alive afterwards was alive
  * during it, and a live process's pid is not reused). */
 int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid);
+
+/* One-sided copies without the owner's progress (shim_rgn.c; the table
+ * and its protocol are in shim_abi.h).  Owner: publish a region of len
+ * bytes at base whose first byte peers address as raddr (access:
+ * SHIM_RGN_READ and/or SHIM_RGN_WRITE): 0, -EEXIST, or -ENOSPC when its
+ * key's slots are taken (peers then go through the owner).  Retract it:
+ * 0 once no peer can be copying with it any more (-ETIMEDOUT after
+ * 10 s of a live peer still copying), -ENOENT when not published.
+ * Calls on one context are not concurrent (the provider's lock). */
+int shim_ctx_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, const void *base,
+			 uint64_t len, uint32_t access);
+int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key);
+/* Peer: copy len bytes between the local liov and [raddr, raddr + len) of
+ * the peer's region key, written into it (write) or read from it, with
+ * one Cross Memory Attach call into the process the shim verified.
+ * len, or: -ENOENT no such region published (or no table), -EACCES access,
+ * -ERANGE outside it, -EAGAIN retracted meanwhile, -ESRCH no verified
+ * process (udp wire, another pid namespace, gone), -EFAULT a short copy,
+ * -EPERM and other errnos from the kernel.  On any error the caller
+ * sends the operation through the owner, which gives its own verdict. */
+ssize_t shim_peer_rgn_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
+			   const struct iovec *liov, size_t lcnt, size_t len, bool write);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 
 /* Receive-side recovery, slow path (call when polling finds nothing):

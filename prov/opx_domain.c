@@ -148,6 +148,7 @@ int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	opx_lock_init(&d->lock, auto_progress || opx_domain_needs_lock(d->threading));
 	atomic_init(&d->refcnt, 0);
 	d->next_mr_key = 1; /* key 0 stays unused so a zeroed key is never valid */
+	opx_list_init(&d->rgn_eps);
 	if (auto_progress) {
 		int rc = opx_auto_start(d);
 

@@ -132,6 +132,7 @@ static int opx_ep_close(struct fid *fid)
 	opx_ep_detach(ep);
 
 	opx_lock_acquire(&domain->lock);
+	opx_mr_ep_close_locked(ep); /* no peer copies with its table any more */
 	opx_rel_linger(ep);
 	ep->enabled = false;
 	opx_rel_fini(ep);
@@ -376,6 +377,7 @@ static int opx_ep_control(struct fid *fid, int command, void *arg)
 			}
 		}
 		ep->enabled = true;
+		opx_mr_ep_enable_locked(ep); /* peers may copy by themselves now */
 		opx_lock_release(&ep->domain->lock);
 		return 0;
 	case FI_GETOPSFLAG:

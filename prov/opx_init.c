@@ -42,6 +42,9 @@
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
 #define OPX_DEF_RNDV_SPLIT ((size_t)32 << 10)
 #define OPX_DEF_RMA_CMA ((size_t)16 << 10)
+/* From these sizes the initiator copies by itself (see README) */
+#define OPX_DEF_RMA_DIRECT_WRITE ((size_t)16 << 10)
+#define OPX_DEF_RMA_DIRECT_READ ((size_t)16 << 10)
 #define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
 #define OPX_DEF_JKEY (-1)
 #define OPX_DEF_SPIN_COUNT 1000
@@ -97,6 +100,8 @@ struct opx_params opx_env = {
 	.rndv_cma = true,
 	.rndv_split = OPX_DEF_RNDV_SPLIT,
 	.rma_cma = OPX_DEF_RMA_CMA,
+	.rma_direct_write = OPX_DEF_RMA_DIRECT_WRITE,
+	.rma_direct_read = OPX_DEF_RMA_DIRECT_READ,
 };
 
 /* fi_prov_ini may be called more than once in a process (the core loads
@@ -206,6 +211,18 @@ static void opx_params_define(void)
 			"(FI_OPX_RNDV_CMA=0 there, Yama) go in MTU chunks; 0 disables "
 			"(default: %zu)",
 			OPX_DEF_RMA_CMA);
+	fi_param_define(&opx_prov, "RMA_DIRECT_WRITE", FI_PARAM_SIZE_T,
+			"From this size an RMA write to a process of this host whose region "
+			"is in its endpoint's published region table is one Cross Memory "
+			"Attach copy by the initiator, checked by the initiator against the "
+			"table, completed at once: the target's progress is not needed.  Not "
+			"with remote CQ data, while other one-sided operations of the endpoint "
+			"are outstanding, to a region with a counter, or to an endpoint with "
+			"remote counters; those go through the target.  0 disables "
+			"(default: %zu)",
+			OPX_DEF_RMA_DIRECT_WRITE);
+	fi_param_define(&opx_prov, "RMA_DIRECT_READ", FI_PARAM_SIZE_T,
+			"The same for RMA reads (default: %zu)", OPX_DEF_RMA_DIRECT_READ);
 	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
 			"Seal every eager packet sent with a CRC32C of header and payload, and "
 			"drop eager packets received unsealed or with a wrong checksum; senders "
@@ -613,6 +630,8 @@ static void opx_params_load(void)
 	opx_param_bool("MSG_PREFIX", &p->msg_prefix);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
+	opx_param_size("RMA_DIRECT_WRITE", &p->rma_direct_write, 0, SIZE_MAX, false);
+	opx_param_size("RMA_DIRECT_READ", &p->rma_direct_read, 0, SIZE_MAX, false);
 	opx_param_bool("CHECKSUM", &p->checksum);
 	p->stats = NULL;
 	if (fi_param_get_str(&opx_prov, "STATS", &p->stats) || (p->stats && !*p->stats))

@@ -114,6 +114,92 @@ bool opx_mr_virt_addr(const struct opx_domain *d)
 	return d->mr_mode == FI_MR_BASIC || (d->mr_mode & FI_MR_VIRT_ADDR);
 }
 
+/* ---------------------------------------------------------------------
+ * Region tables (shim_rgn.c): every region a peer on this host may copy
+ * into or out of by itself is published in the region table of every
+ * endpoint of the domain that takes one-sided operations and needs no
+ * event for them.  Not published (those go through the target's
+ * progress, which raises the events): a region with a counter bound
+ * (FI_RMA_EVENT), of several pieces, or without remote access; an endpoint
+ * with remote counters, or a scalable endpoint's transmit context.
+ * Retracting waits until no peer can be copying any more, so a region
+ * closed here is never written after fi_close returns.
+ */
+static uint32_t opx_mr_rgn_access(const struct opx_mr *mr)
+{
+	if (mr->cntr || mr->iov_count != 1 || !mr->len)
+		return 0;
+	return ((mr->access & FI_REMOTE_READ) ? SHIM_RGN_READ : 0) |
+	       ((mr->access & FI_REMOTE_WRITE) ? SHIM_RGN_WRITE : 0);
+}
+
+static void opx_mr_rgn_publish(struct opx_ep *ep, struct opx_mr *mr)
+{
+	uint32_t access = opx_mr_rgn_access(mr);
+	const void *base = mr->iov[0].iov_base;
+	uint64_t raddr = opx_mr_virt_addr(mr->domain) ? (uint64_t)(uintptr_t)base : 0;
+
+	if (access)
+		(void)shim_ctx_rgn_publish(ep->shim, mr->mr_fid.key, raddr, base, mr->len, access);
+}
+
+static void opx_mr_rgn_retract(struct opx_ep *ep, struct opx_mr *mr)
+{
+	if (opx_mr_rgn_access(mr))
+		(void)shim_ctx_rgn_retract(ep->shim, mr->mr_fid.key);
+}
+
+/* Every region of the domain, in or out of one endpoint's table. */
+static void opx_mr_rgn_all(struct opx_ep *ep, bool publish)
+{
+	struct opx_mr_table *t = &ep->domain->mr_table;
+
+	if (!t->bucket)
+		return;
+	for (size_t i = 0; i <= t->mask; i++)
+		for (struct opx_mr *mr = t->bucket[i]; mr; mr = mr->hnext) {
+			if (publish)
+				opx_mr_rgn_publish(ep, mr);
+			else
+				opx_mr_rgn_retract(ep, mr);
+		}
+}
+
+void opx_mr_ep_enable_locked(struct opx_ep *ep)
+{
+	if (ep->rgn_pub || !ep->shim || (!opx_env.rma_direct_write && !opx_env.rma_direct_read) ||
+	    !(ep->caps & (FI_RMA | FI_ATOMIC)) || ep->sep_role == OPX_SEP_TX || ep->rwrite_cntr ||
+	    ep->rread_cntr)
+		return;
+	opx_mr_rgn_all(ep, true);
+	opx_list_insert_tail(&ep->domain->rgn_eps, &ep->rgn_link);
+	ep->rgn_pub = true;
+}
+
+void opx_mr_ep_close_locked(struct opx_ep *ep)
+{
+	if (!ep->rgn_pub)
+		return;
+	opx_list_remove(&ep->rgn_link);
+	ep->rgn_pub = false;
+	opx_mr_rgn_all(ep, false);
+}
+
+/* One region, in or out of every publishing endpoint's table. */
+static void opx_mr_rgn_each(struct opx_mr *mr, bool publish)
+{
+	struct opx_list *h = &mr->domain->rgn_eps;
+
+	for (struct opx_list *l = h->next; l != h; l = l->next) {
+		struct opx_ep *ep = OPX_CONTAINER_OF(l, struct opx_ep, rgn_link);
+
+		if (publish)
+			opx_mr_rgn_publish(ep, mr);
+		else
+			opx_mr_rgn_retract(ep, mr);
+	}
+}
+
 int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len,
 			  uint64_t need, struct iovec *out, size_t *outcnt, struct opx_mr **mrp)
 {
@@ -158,6 +244,7 @@ static int opx_mr_close(struct fid *fid)
 	mr = OPX_CONTAINER_OF(fid, struct opx_mr, mr_fid.fid);
 	d = mr->domain;
 	opx_lock_acquire(&d->lock);
+	opx_mr_rgn_each(mr, false);
 	opx_mr_table_remove(&d->mr_table, mr);
 	opx_lock_release(&d->lock);
 	if (mr->cntr)
@@ -189,8 +276,10 @@ static int opx_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 		opx_lock_release(&mr->domain->lock);
 		return -FI_EBUSY;
 	}
-	if (!mr->cntr)
+	if (!mr->cntr) {
+		opx_mr_rgn_each(mr, false); /* its accesses are counted by the target now */
 		atomic_fetch_add(&cntr->refcnt, 1);
+	}
 	mr->cntr = cntr;
 	mr->cntr_flags |= flags;
 	opx_lock_release(&mr->domain->lock);
@@ -286,6 +375,7 @@ static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64
 		free(mr);
 		return rc;
 	}
+	opx_mr_rgn_each(mr, true);
 	atomic_fetch_add(&d->refcnt, 1);
 	opx_lock_release(&d->lock);
 

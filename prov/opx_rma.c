@@ -226,6 +226,38 @@ static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct
 	opx_rma_op_put(st, op);
 }
 
+/* ---------------------------------------------------------------------
+ * Initiator: the direct path.  A read or write the initiator copies by
+ * itself into or out of a region the target published (shim_rgn.c), and
+ * completes at once: no packet, no target progress, and the data is in
+ * place when it completes (delivery complete).  Only while no other
+ * one-sided operation of the endpoint is outstanding, so it overtakes
+ * none of them (msg_order, FI_FENCE); and never with remote CQ data, which
+ * only the target's progress can raise.  Anything the copy cannot do
+ * (no such published region, access, range, a region being closed, no
+ * verified process) goes the ordinary way, whose target gives the verdict.
+ */
+static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
+			   struct shim_peer *peer, size_t len)
+{
+	size_t min = a->type == OPX_RT_READ ? opx_env.rma_direct_read : opx_env.rma_direct_write;
+	struct opx_cntr *cntr;
+
+	if (!min || len < min || a->type == OPX_RT_ATOMIC || (a->flags & FI_REMOTE_CQ_DATA) ||
+	    opx_rma_outstanding(ep) ||
+	    shim_peer_rgn_copy(peer, a->key, a->addr, a->iov, a->cnt, len,
+			       a->type == OPX_RT_WRITE) != (ssize_t)len)
+		return false;
+	cntr = a->type == OPX_RT_READ ? ep->read_cntr : ep->write_cntr;
+	if (ep->tx_cq && !(a->flags & FI_INJECT) &&
+	    (!ep->tx_selective || (a->flags & FI_COMPLETION)))
+		opx_cq_report_locked(ep->tx_cq, a->context,
+				     FI_RMA | (a->type == OPX_RT_READ ? FI_READ : FI_WRITE), 0, NULL, 0,
+				     0, FI_ADDR_NOTAVAIL);
+	opx_cntr_inc(cntr);
+	return true;
+}
+
 /* The address's entry, for what we learnt about CMA with it; NULL once
  * removed from the address vector. */
 static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
@@ -485,6 +517,8 @@ ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 	rc = opx_ep_peer_locked(ep, a->dest, &peer);
 	if (rc)
 		return rc;
+	if (opx_rma_direct(ep, a, peer, len))
+		return 0;
 	st = opx_rma_state(ep);
 	if (!st)
 		return -FI_ENOMEM;

@@ -78,6 +78,15 @@ static void rma_open(struct rma_env *e, int mr_mode)
 	assert_int_equal(fi_av_insert(e->av, addr, 1, &e->self, 0, NULL), 1);
 }
 
+/* The tests of the target-driven protocols (chunks, the target's CMA)
+ * turn the initiator's direct copies off (test_rgn.c tests those); the
+ * sweeps run with them as configured. */
+#define DIRECT_OFF()                                                                               \
+	size_t direct_w = opx_env.rma_direct_write, direct_r = opx_env.rma_direct_read;            \
+	opx_env.rma_direct_write = opx_env.rma_direct_read = 0
+#define DIRECT_RESTORE()                                                                           \
+	(opx_env.rma_direct_write = direct_w, opx_env.rma_direct_read = direct_r)
+
 /* Wait for one completion (or error) with context ctx; returns 0 or the
  * positive error code.  Remote-CQ-data entries met on the way are
  * stored in *rdata (if not NULL). */
@@ -422,6 +431,7 @@ static void test_rma_many(void **state)
  * accepted once they completed; the fenced read sees the earlier write. */
 static void test_rma_fence(void **state)
 {
+	DIRECT_OFF();
 	(void)state;
 	struct rma_env e;
 	struct fid_mr *mr;
@@ -457,6 +467,7 @@ static void test_rma_fence(void **state)
 	free(src);
 	free(dst);
 	opx_env.rma_cma = cma;
+	DIRECT_RESTORE();
 }
 
 /* What the initiator learnt about CMA with the loopback address. */
@@ -473,6 +484,7 @@ static int rma_cma_state(struct rma_env *e)
  * chunks, in posting order. */
 static void test_rma_cma(void **state)
 {
+	DIRECT_OFF();
 	(void)state;
 	struct rma_env e;
 	struct fid_mr *mr, *ro;
@@ -571,6 +583,7 @@ static void test_rma_cma(void **state)
 	free(ref);
 	free(src);
 	free(dst);
+	DIRECT_RESTORE();
 }
 
 /* Pipelined CMA writes: once CMA has worked with an address, large writes
@@ -582,6 +595,7 @@ static void test_rma_cma(void **state)
  * ahead of what was posted after them). */
 static void test_rma_cma_pipeline(void **state)
 {
+	DIRECT_OFF();
 	enum { K = 8, PAGE = 4096 };
 	size_t thr = opx_env.rma_cma, big = 3 * thr + 17, cap = big + K * PAGE;
 	bool rndv_cma = opx_env.rndv_cma, udp = opx_env.wire == SHIM_WIRE_UDP;
@@ -673,6 +687,7 @@ static void test_rma_cma_pipeline(void **state)
 	free(tgt);
 	free(ref);
 	free(dst);
+	DIRECT_RESTORE();
 }
 
 /* Forged CMA requests (a hostile peer's packets into the target's
@@ -682,6 +697,7 @@ static void test_rma_cma_pipeline(void **state)
  * forged source), and the region is left as it was. */
 static void test_rma_cma_forged(void **state)
 {
+	DIRECT_OFF();
 	(void)state;
 	struct rma_env e;
 	struct fid_mr *mr;
@@ -741,6 +757,7 @@ static void test_rma_cma_forged(void **state)
 	fi_close(&mr->fid);
 	shim_peer_close(peer);
 	rma_close(&e);
+	DIRECT_RESTORE();
 }
 
 /* FI_RMA_EVENT: remote counters on the endpoint and on a region. */

@@ -1149,9 +1149,13 @@ static void test_hfi1_info(void **state)
 	assert_int_equal(rx->egr_mask, T_EGR_BLOCKS - 1);
 	assert_int_not_equal(rx->ctl->owner_start, 0);
 	assert_int_equal(rx->ctl->seg_size, SHIM_CTL_PAD + T_HDRQ * 64 + T_EGR +
-						    SHIM_CLAIM_SLOTS * sizeof(struct shim_claim));
+						    SHIM_CLAIM_SLOTS * sizeof(struct shim_claim) +
+						    SHIM_RGN_SLOTS * sizeof(struct shim_rgn));
 	assert_int_equal(rx->ctl->claim_off, SHIM_CTL_PAD + T_HDRQ * 64 + T_EGR);
 	assert_int_equal(rx->ctl->claim_cnt, SHIM_CLAIM_SLOTS);
+	assert_int_equal(rx->ctl->rgn_off,
+			 rx->ctl->claim_off + SHIM_CLAIM_SLOTS * sizeof(struct shim_claim));
+	assert_int_equal(rx->ctl->rgn_cnt, SHIM_RGN_SLOTS);
 	shim_ctx_close(c);
 	shim_dev_close(dev);
 }

@@ -1097,9 +1097,11 @@ static void test_hostile_geometry(void **state)
 	const uint64_t egr_end = v.egr_off + T_EGR;
 	const uint64_t slot = sizeof(struct shim_claim);
 	const uint32_t slots = SHIM_CLAIM_SLOTS;
-	/* the owner's layout: the claim table ends the segment */
+	/* the owner's layout: the claim table, then the region table ends
+	 * the segment */
+	const uint64_t rgn_off = v.claim_off + slots * slot;
 	assert_int_equal(v.claim_off, egr_end);
-	assert_int_equal(v.claim_off + slots * slot, v.seg_size);
+	assert_int_equal(rgn_off + SHIM_RGN_SLOTS * sizeof(struct shim_rgn), v.seg_size);
 	const struct {
 		const char *what;
 		struct t_geom g;
@@ -1129,8 +1131,10 @@ static void test_hostile_geometry(void **state)
 		 {v.hdrq_off, v.egr_off, v.seg_size, egr_end + slot, slots}, -EPROTO},
 		{"claim table one slot shorter, ending at the end",
 		 {v.hdrq_off, v.egr_off, v.seg_size, egr_end + slot, slots - 1}, 0},
-		{"one slot, the last one", {v.hdrq_off, v.egr_off, v.seg_size, v.seg_size - slot, 1},
-		 0},
+		{"one slot, the last one before the region table",
+		 {v.hdrq_off, v.egr_off, v.seg_size, rgn_off - slot, 1}, 0},
+		{"one slot, the region table's first", {v.hdrq_off, v.egr_off, v.seg_size, rgn_off, 1},
+		 -EPROTO},
 		{"one slot at the end", {v.hdrq_off, v.egr_off, v.seg_size, v.seg_size, 1}, -EPROTO},
 		{"seg_size one slot past the mapping",
 		 {v.hdrq_off, v.egr_off, v.seg_size + slot, v.claim_off, slots}, -EPROTO},
