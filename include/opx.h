@@ -254,6 +254,7 @@ struct opx_av_entry {
 	bool valid;
 	bool dead;              /* the receiver is known gone: sends fail */
 	int8_t rma_cma;         /* CMA one-sided ops with it: 0 untried, 1 work, -1 refused */
+	bool rma_no_direct;     /* the kernel refused our direct copies into it (EPERM) */
 };
 
 struct opx_av {

@@ -226,6 +226,15 @@ static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct
 	opx_rma_op_put(st, op);
 }
 
+/* The address's entry, for what we learnt about CMA with it; NULL once
+ * removed from the address vector. */
+static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
+{
+	bool sub;
+
+	return opx_av_entry_locked(ep->av, dest, &sub);
+}
+
 /* ---------------------------------------------------------------------
  * Initiator: the direct path.  A read or write the initiator copies by
  * itself into or out of a region the target published (shim_rgn.c), and
@@ -241,13 +250,21 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 			   struct shim_peer *peer, size_t len)
 {
 	size_t min = a->type == OPX_RT_READ ? opx_env.rma_direct_read : opx_env.rma_direct_write;
+	struct opx_av_entry *ent;
 	struct opx_cntr *cntr;
+	ssize_t n;
 
 	if (!min || len < min || a->type == OPX_RT_ATOMIC || (a->flags & FI_REMOTE_CQ_DATA) ||
-	    opx_rma_outstanding(ep) ||
-	    shim_peer_rgn_copy(peer, a->key, a->addr, a->iov, a->cnt, len,
-			       a->type == OPX_RT_WRITE) != (ssize_t)len)
+	    opx_rma_outstanding(ep) || !(ent = opx_rma_entry(ep, a->dest)) || ent->rma_no_direct)
 		return false;
+	n = shim_peer_rgn_copy(peer, a->key, a->addr, a->iov, a->cnt, len, a->type == OPX_RT_WRITE);
+	if (n != (ssize_t)len) {
+		/* a target we may not ptrace (Yama, not dumpable) stays so:
+		 * do not pay a refused system call on every operation */
+		if (n == -EPERM)
+			ent->rma_no_direct = true;
+		return false;
+	}
 	cntr = a->type == OPX_RT_READ ? ep->read_cntr : ep->write_cntr;
 	if (ep->tx_cq && !(a->flags & FI_INJECT) &&
 	    (!ep->tx_selective || (a->flags & FI_COMPLETION)))
@@ -256,15 +273,6 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 				     0, FI_ADDR_NOTAVAIL);
 	opx_cntr_inc(cntr);
 	return true;
-}
-
-/* The address's entry, for what we learnt about CMA with it; NULL once
- * removed from the address vector. */
-static struct opx_av_entry *opx_rma_entry(struct opx_ep *ep, fi_addr_t dest)
-{
-	bool sub;
-
-	return opx_av_entry_locked(ep->av, dest, &sub);
 }
 
 /* CMA needs the process the shim verified behind the peer (opx_cma_peer).

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -346,6 +347,51 @@ static void test_rgn_dead_copier(void **state)
 	t_pair_close(&t);
 }
 
+/* Another user on the host: it cannot open the context (the segment is
+ * 0600 and the uid is the trust boundary), and writing into the owner by
+ * hand, knowing the address, is refused by the kernel.  Runs as root
+ * only (it must become someone else). */
+static void test_rgn_other_user(void **state)
+{
+	(void)state;
+	static uint8_t region[4096];
+	struct t_pair t;
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		skip();
+	t_pair_open(&t);
+	assert_int_equal(shim_ctx_rgn_publish(t.owner, 31, 0, region, sizeof(region),
+					      SHIM_RGN_READ | SHIM_RGN_WRITE),
+			 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct shim_peer *p = NULL;
+		struct shim_addr a = t.addr;
+		uint8_t evil[64];
+		struct iovec l = {evil, sizeof(evil)}, r = {region, sizeof(evil)};
+		int bad = 0;
+
+		memset(evil, 0x66, sizeof(evil));
+		if (setgid(59998) || setuid(59998))
+			_exit(3);
+		a.uid = 59998; /* as if it were its own: the name then is not ours */
+		bad += shim_peer_open(t.dev, &t.addr, &p) == 0;
+		bad += shim_peer_open(t.dev, &a, &p) == 0;
+		bad += process_vm_writev(getppid(), &l, 1, &r, 1, 0) >= 0;
+		_exit(bad ? 1 : 0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	for (size_t i = 0; i < sizeof(region); i++)
+		assert_int_equal(region[i], 0);
+	assert_int_equal(shim_ctx_rgn_retract(t.owner, 31), 0);
+	t_pair_close(&t);
+}
+
 /* ---------------------------------------------------------------------
  * The provider: a target that never progresses.
  */
@@ -645,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_rgn_retract_race),
 		cmocka_unit_test(test_rgn_dead_copier),
 		cmocka_unit_test(test_rgn_order),
+		cmocka_unit_test(test_rgn_other_user),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
