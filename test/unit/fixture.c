@@ -273,6 +273,18 @@ int fx_teardown(void **state)
 	return 0;
 }
 
+void fx_param_defaults(void)
+{
+	static const char *const vars[] = {
+		"FI_OPX_UNITS",	      "FI_OPX_UNIT",	    "FI_OPX_MTU",	 "FI_OPX_HDRQ_ENTRIES",
+		"FI_OPX_EAGER_RING_BYTES", "FI_OPX_INJECT_SIZE", "FI_OPX_EAGER_MAX",
+		"FI_OPX_UX_MAX_BYTES", "FI_OPX_JKEY",	    "FI_OPX_SPIN_COUNT", "FI_OPX_SLEEP_MS",
+	};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+}
+
 uint64_t fx_now_ms(void)
 {
 	struct timespec ts;

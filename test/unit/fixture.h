@@ -94,6 +94,11 @@ void fx_open_peer_ep(struct fx_env *e, struct fi_info *info, struct fid_cq *cq,
 int fx_setup(void **state);
 int fx_teardown(void **state);
 
+/* Unset the FI_OPX_* parameters a caller's environment may set (unit,
+ * MTU, ring sizes, thresholds, job key, spinning), so a suite that checks
+ * defaults sees them: call before the first fi_getinfo. */
+void fx_param_defaults(void);
+
 /* CLOCK_MONOTONIC in milliseconds, for the deadlines of bounded waits. */
 uint64_t fx_now_ms(void);
 /* Take the machine-wide test resource `what` (a lock file in /tmp, per
