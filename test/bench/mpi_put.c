@@ -4,13 +4,14 @@
  * between two MPI ranks, so opx under Open MPI's osc rdma (over btl ofi)
  * can be compared with Open MPI's osc sm in one run.
  *
- *   mpirun -np 2 mpi_put [-l LABEL] [-w create|allocate] [-o put,get]
+ *   mpirun -np 2 mpi_put [-l LABEL] [-w create|allocate] [-o put,get,acc]
  *                        [-y flush,lock] [-s SIZES] [-t SECS] [-T SECS]
  *
  * Built by scripts/bench-rma.sh with mpicc (automake does not know about
  * MPI).  Rank 0 is the origin, rank 1 the passive target, which waits in
  * MPI_Barrier (and so progresses its transport) while rank 0 measures.
- * For each size, each op (MPI_Put, MPI_Get of S bytes at displacement 0)
+ * For each size, each op (MPI_Put, MPI_Get of S bytes at displacement 0;
+ * with -o acc also MPI_Accumulate MPI_SUM of S / 4 ints, measured only)
  * and each synchronisation:
  *
  *   flush  MPI_Win_lock(MPI_LOCK_SHARED) once, then op + MPI_Win_flush per
@@ -53,10 +54,10 @@
 #define MP_CAL_MIN_S 0.01
 #define MP_POISON 0xa5
 
-enum mp_op { MP_PUT, MP_GET, MP_NOPS };
+enum mp_op { MP_PUT, MP_GET, MP_ACC, MP_NOPS };
 enum mp_sync { MP_FLUSH, MP_LOCK, MP_NSYNCS };
 
-static const char *const mp_op_names[] = { "put", "get" };
+static const char *const mp_op_names[] = { "put", "get", "acc" };
 static const char *const mp_sync_names[] = { "flush", "lock" };
 
 struct mp_opts {
@@ -144,10 +145,13 @@ static void mp_rma(struct mp_state *st, enum mp_op op, size_t size)
 
 	if (op == MP_PUT)
 		rc = MPI_Put(st->origin, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, st->win);
-	else
+	else if (op == MP_GET)
 		rc = MPI_Get(st->origin, (int)size, MPI_BYTE, 1, 0, (int)size, MPI_BYTE, st->win);
+	else /* osu_acc_latency: MPI_SUM of ints (at least one) */
+		rc = MPI_Accumulate(st->origin, size < 4 ? 1 : (int)(size / 4), MPI_INT, 1, 0,
+				    size < 4 ? 1 : (int)(size / 4), MPI_INT, MPI_SUM, st->win);
 	if (rc != MPI_SUCCESS)
-		mp_fail(1, "MPI_%s of %zu bytes failed", op == MP_PUT ? "Put" : "Get", size);
+		mp_fail(1, "MPI_%s of %zu bytes failed", mp_op_names[op], size);
 }
 
 static void mp_lock(struct mp_state *st)
@@ -298,7 +302,7 @@ static void mp_parse_sizes(const char *s, struct mp_opts *o)
 
 int main(int argc, char **argv)
 {
-	struct mp_opts o = { .label = "mpi", .create = 1, .ops = { 1, 1 }, .syncs = { 1, 1 },
+	struct mp_opts o = { .label = "mpi", .create = 1, .ops = { 1, 1, 0 }, .syncs = { 1, 1 },
 			     .target_s = 0.05, .timeout_s = 120 };
 	struct mp_state st;
 	int nranks, c, rc;
