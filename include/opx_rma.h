@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * opx_rma.h - one-sided communication: memory-region keys (opx_mr.c), RMA
- * (opx_rma.c: the engine, both sides; opx_rma_api.c: the fi_ops_rma and
- * fi_ops_atomic calls) and atomics (opx_atomic.c: the kernels, validity).
+ * (opx_rma.c: the engine's initiator side; opx_rma_target.c: its target
+ * side; opx_rma_api.c: the fi_ops_rma and fi_ops_atomic calls) and
+ * atomics (opx_atomic.c: the kernels, validity).
  *
  * Wire protocol, the same on both wires.  Every one-sided operation is split
  * into chunks of at most one MTU (on the udp wire: the path's datagram
@@ -149,8 +150,8 @@ int opx_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op 
 		     struct fi_atomic_attr *attr, uint64_t flags);
 
 /* ---------------------------------------------------------------------
- * RMA engine (opx_rma.c), shared by RMA and atomics.  All with the
- * domain lock held.
+ * RMA engine (opx_rma.c: initiator, opx_rma_target.c: target), shared
+ * by RMA and atomics.  All with the domain lock held.
  */
 struct opx_ep;
 struct shim_pkt_hdr;
@@ -189,6 +190,109 @@ void opx_rma_progress(struct opx_ep *ep);
  * arrive through the receive ring). */
 bool opx_rma_outstanding(const struct opx_ep *ep);
 void opx_rma_fini(struct opx_ep *ep);
+
+/* The engine's state, one per endpoint (ep->rma, either side), used by
+ * both its files. */
+#define OPX_RMA_OPS 1024u   /* descriptors per endpoint, power of two */
+#define OPX_RMA_IDX_BITS 10
+#define OPX_RMA_WINDOW 64u  /* unanswered chunks per endpoint */
+#define OPX_RMA_WRITTEN 128u /* "written" packets waiting for credits, power of two */
+
+static_assert((1u << OPX_RMA_IDX_BITS) == OPX_RMA_OPS, "cookie index bits");
+
+struct opx_rma_op {
+	struct opx_list link; /* st->queue while chunks are left to send */
+	void *context;
+	uint64_t flags;
+	uint64_t cflags;      /* completion flags */
+	struct shim_peer *peer;
+	fi_addr_t dest;
+	uint64_t addr;
+	uint64_t key;
+	uint64_t data;
+	size_t len;           /* bytes (atomics: operand bytes) */
+	size_t chunk;
+	uint32_t nchunks;
+	uint32_t sent;
+	uint32_t acked;
+	int err;
+	uint32_t gen;
+	bool busy;
+	bool cma;             /* one request, copied by the target with CMA */
+	bool piped;           /* a CMA write requested without holding the rest */
+	uint8_t type;
+	uint8_t kind;
+	uint8_t op;
+	uint8_t dt;
+	size_t cnt, cmp_cnt, res_cnt;
+	struct iovec iov[OPX_IOV_LIMIT];
+	struct iovec cmp[OPX_IOV_LIMIT];
+	struct iovec res[OPX_IOV_LIMIT];
+	uint8_t *inj;         /* FI_INJECT: the source, copied (opx_rma_post_locked) */
+	struct opx_rma_op *next_free;
+};
+
+/* A reply that found no credits. */
+struct opx_rma_reply {
+	struct opx_list link;
+	struct shim_peer *peer;
+	uint64_t tag;
+	uint64_t status;
+	uint8_t pflags;
+	uint32_t len;
+	uint8_t data[];
+};
+
+struct opx_rma_refusal {
+	uint32_t from;       /* slid << 16 | sctx */
+	uint32_t cookie;     /* the operation */
+	int err;             /* positive FI_E* */
+};
+
+struct opx_rma_state {
+	struct opx_rma_op ops[OPX_RMA_OPS];
+	struct opx_rma_op *free;
+	size_t busy_ops;     /* posted, not completed */
+	uint32_t inflight;   /* chunks sent, not answered */
+	struct opx_list queue;
+	struct opx_list replies;
+	/* A CMA operation the rest waits for: a probe (the first to an
+	 * address), or a write to an address whose CMA has not worked yet or
+	 * after a pipeline fell back to chunks. */
+	struct opx_rma_op *cma_hold;
+	/* CMA writes to an address where CMA worked are pipelined: their
+	 * requests go out back to back, each grant is written as it comes
+	 * (grants come in request order), and anything else waits until none
+	 * is unanswered and every "written" packet is out. */
+	uint32_t grants_due;  /* pipelined writes not answered yet */
+	/* set while one of them went back to chunks and more are due (so do
+	 * the rest): the last of them put back in the queue */
+	struct opx_rma_op *requeued;
+	struct opx_rma_written { /* "written" packets that found no credits, in order */
+		struct shim_peer *peer;
+		uint64_t addr, key, data, cookie;
+		uint32_t len;
+		uint8_t pflags;
+	} written[OPX_RMA_WRITTEN];
+	uint32_t wr_head, wr_tail;
+	uint8_t *scratch;    /* atomic results, one MTU */
+	/* as a target: multi-chunk operations refused whole, by sender */
+	struct opx_rma_refusal *refused;
+	uint32_t nrefused, cap_refused;
+	bool refuse_all;     /* out of memory for that: refuse every later chunk */
+};
+
+/* Between the engine's two files: opx_rma.c calls these of
+ * opx_rma_target.c, which calls nothing of opx_rma.c. */
+/* ep->rma, allocated on first use by either side; NULL when out of memory. */
+struct opx_rma_state *opx_rma_target_state(struct opx_ep *ep);
+/* Whether CMA may be used with peer: the shim verified its process. */
+bool opx_rma_target_cma_peer(const struct shim_peer *peer);
+/* Execute one request packet (write, read, atomic, CMA) and answer it. */
+int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h,
+			      const uint8_t *pay);
+/* Send the replies that found no credits, in order, while credits last. */
+void opx_rma_target_flush_replies(struct opx_ep *ep, struct opx_rma_state *st);
 
 extern struct fi_ops_rma opx_ops_rma;
 extern struct fi_ops_atomic opx_ops_atomic;
