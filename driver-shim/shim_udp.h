@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * shim_udp.h - the udp wire's private state, shared by shim_udp.c (links,
- * receive, the watchdog, socket set-up) and shim_udp_tx.c (transmit and
- * the send side of a flow).  The overview is at the top of shim_udp.c.
+ * the watchdog, socket set-up), shim_udp_rx.c (receive, validation and
+ * delivery) and shim_udp_tx.c (transmit and the send side of a flow).
+ * The overview is at the top of shim_udp.c.
  */
 #ifndef SHIM_UDP_H
 #define SHIM_UDP_H
@@ -201,5 +202,17 @@ static inline bool shim_udp_chance(struct shim_udp *u, uint32_t ppm)
 /* shim_udp_tx.c, for the watchdog: send the staged packet at ring
  * position pos again. */
 void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos);
+
+/* shim_udp.c, for the receive side (shim_udp_rx.c), which calls into
+ * shim_udp.c and never the other way. */
+/* The link to ip:port (network order), or NULL. */
+struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip, uint16_t port);
+/* A new link to ip:port, hashed, listed and watched; NULL without memory. */
+struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_t port);
+/* The peer at l's address began a new life (nonce): the flow restarts. */
+void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce);
+/* Whether datagram d (n bytes) has the right tag for our mode; no counting. */
+bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
+			const struct shim_pkt_hdr *ph, const uint8_t *d, size_t n);
 
 #endif
