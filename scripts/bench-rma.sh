@@ -13,10 +13,14 @@
 #              once with FI_DELIVERY_COMPLETE (-D): a provider may complete
 #              a put before the data is at the target, opx never does.
 #   MPI:       test/bench/mpi_put.c (built here with mpicc), 2 ranks,
-#              osu_put_latency / osu_get_latency-style at 8 B .. 1 MiB:
+#              osu_put_latency / osu_get_latency / osu_acc_latency-style
+#              (MPI_Accumulate MPI_SUM of ints) at 8 B .. 1 MiB:
 #              lock once + op + MPI_Win_flush per iteration ("flush"), and
 #              lock + op + unlock per iteration ("lock"):
 #                opx     osc rdma over btl ofi on opx, MPI_Win_create
+#                vader   pml ob1 + btl vader with Open MPI's default
+#                        one-sided component, MPI_Win_create (osu's default
+#                        window, the same as opx's column)
 #                osc sm  pml ob1 + btl vader + osc sm, MPI_Win_allocate
 #                        (the only flavour osc sm takes)
 #              plus, for reference, osc rdma with MPI_Win_allocate: on one
@@ -45,7 +49,7 @@
 #   BENCH_RMA_MPI=0      skip the Open MPI part
 #   BENCH_RMA_MPI_SIZES  MPI sizes (default 8 B .. 1 MiB, x8, plus 4 KiB x4)
 #   BENCH_REPEAT         runs per figure, best reported (default 3)
-#   BENCH_RMA_DEADLINE   seconds for the whole script (default 300)
+#   BENCH_RMA_DEADLINE   seconds for the whole script (default 420)
 #   BENCH_OUT            where the tables (bench-rma.txt) and plots go
 set -u
 
@@ -58,9 +62,9 @@ MAX=${BENCH_RMA_MAX:-16777216}
 TARGET=${BENCH_RMA_TARGET:-0.1}
 MPI_SIZES=${BENCH_RMA_MPI_SIZES:-"8 64 512 4096 16384 65536 262144 1048576"}
 START=$SECONDS
-DEADLINE=$((START + ${BENCH_RMA_DEADLINE:-300}))
+DEADLINE=$((START + ${BENCH_RMA_DEADLINE:-420}))
 # The libfabric part stops early enough to leave the MPI part its time.
-MPI_RESERVE=$((20 * REPEAT))
+MPI_RESERVE=$((40 * REPEAT))
 [ "${BENCH_RMA_MPI:-1}" = 0 ] && MPI_RESERVE=0
 RUN_TMO=60
 MPI_TMO=90
@@ -230,7 +234,7 @@ fab_table() {
 # ---- Open MPI: mpi_put --------------------------------------------------
 MPI_OK=0
 declare -A MVAL # "<label>/<op>/<sync>/<size>" -> best usec, fail or skip
-MPI_LABELS=(opx sm rdma-alloc)
+MPI_LABELS=(opx vader sm rdma-alloc)
 
 # mpi_args LABEL: the mpirun options and mpi_put flags of a stack (ARGS),
 # separated by "--".
@@ -243,6 +247,7 @@ mpi_args() {
 	case $1 in
 	opx) ARGS=("${ofi[@]}" -- -w create) ;;
 	rdma-alloc) ARGS=("${ofi[@]}" -- -w allocate) ;;
+	vader) ARGS=(-mca pml ob1 -mca btl self,vader -- -w create) ;;
 	sm) ARGS=(-mca pml ob1 -mca btl self,vader -mca osc sm -- -w allocate) ;;
 	esac
 }
@@ -250,7 +255,7 @@ mpi_args() {
 mpi_points() {
 	local size op sync
 	for size in $MPI_SIZES; do
-		for op in put get; do
+		for op in put get acc; do
 			for sync in flush lock; do echo "$op/$sync/$size"; done
 		done
 	done
@@ -280,7 +285,7 @@ mpi_run() {
 		fi
 	done
 	timeout -k 5 $MPI_TMO mpirun -np 2 --oversubscribe --bind-to core "${MPI_ROOT[@]}" \
-		"${mpi[@]}" "$MPI_PUT" -l "$label" "${prog[@]}" -t "$TARGET" -T $((MPI_TMO - 10)) \
+		"${mpi[@]}" "$MPI_PUT" -l "$label" "${prog[@]}" -o put,get,acc -t "$TARGET" -T $((MPI_TMO - 10)) \
 		-s "${MPI_SIZES// /,}" >"$out" 2>&1
 	rc=$?
 	for pt in $(mpi_points); do
@@ -332,15 +337,18 @@ fi
 # target), and the osc rdma + MPI_Win_allocate reference.
 MPI_OVER=0
 mpi_table() {
-	local op=$1 sync=$2 title=$3 size a b c flag rt
+	local op=$1 sync=$2 title=$3 size a b c d flag rt rv
 	echo "$title"
-	printf '%9s %12s %12s %10s %12s\n' size "MPI $p0" "osc sm" "$p0/sm" "rdma-alloc"
+	printf '%9s %12s %12s %10s %12s %10s %12s\n' size "MPI $p0" "vader" "$p0/vader" "osc sm" \
+		"$p0/sm" "rdma-alloc"
 	: >"$BENCH_OUT/rma-mpi-$op-$sync.dat"
 	for size in $MPI_SIZES; do
 		a=${MVAL[opx/$op/$sync/$size]:-skip}
 		b=${MVAL[sm/$op/$sync/$size]:-skip}
 		c=${MVAL[rdma-alloc/$op/$sync/$size]:-skip}
+		d=${MVAL[vader/$op/$sync/$size]:-skip}
 		rt=$(ratio "$a" "$b")
+		rv=$(ratio "$a" "$d")
 		flag=""
 		if [[ $a =~ ^[0-9.]+$ && $b =~ ^[0-9.]+$ ]]; then
 			if awk -v r="$rt" 'BEGIN { exit !(r + 0 > 1.5) }'; then
@@ -351,8 +359,9 @@ mpi_table() {
 			flag="  < no $p0 figure"
 			MPI_OVER=$((MPI_OVER + 1))
 		fi
-		printf '%9s %12s %12s %10s %12s%s\n' "$size" "$a" "$b" "$rt" "$c" "$flag"
-		bench_dat "rma-mpi-$op-$sync" "$size" "$a" "$b" "$c"
+		printf '%9s %12s %12s %10s %12s %10s %12s%s\n' "$size" "$a" "$d" "$rv" "$b" "$rt" "$c" \
+			"$flag"
+		bench_dat "rma-mpi-$op-$sync" "$size" "$a" "$b" "$c" "$d"
 	done
 	echo
 }
@@ -375,6 +384,7 @@ mpi_table() {
 	if [ $MPI_OK = 1 ]; then
 		echo "Open MPI $(mpirun --version 2>/dev/null | head -n 1 | awk '{print $NF}'), 2 ranks, best of $REPEAT mpirun:"
 		echo "  MPI $p0     = pml cm + mtl ofi + osc rdma over btl ofi on $p0, MPI_Win_create (data through $p0)"
+		echo "  vader      = pml ob1 + btl vader, Open MPI's default osc, MPI_Win_create (as MPI $p0)"
 		echo "  osc sm     = pml ob1 + btl vader + osc sm, MPI_Win_allocate (load/store to a mapped window)"
 		echo "  rdma-alloc = the MPI $p0 stack with MPI_Win_allocate: osc rdma maps the window on one"
 		echo "               node and copies with memcpy, so $p0 is not involved (reference only)"
@@ -383,6 +393,8 @@ mpi_table() {
 		mpi_table get flush "MPI_Get latency, lock once + get + MPI_Win_flush (osu_get_latency -s flush), usec; lower is better"
 		mpi_table put lock "MPI_Put latency, lock + put + unlock per iteration (osu_put_latency -s lock), usec; lower is better"
 		mpi_table get lock "MPI_Get latency, lock + get + unlock per iteration (osu_get_latency -s lock), usec; lower is better"
+		mpi_table acc flush "MPI_Accumulate latency (MPI_SUM of size/4 ints), lock once + acc + MPI_Win_flush (osu_acc_latency -s flush), usec; lower is better"
+		mpi_table acc lock "MPI_Accumulate latency, lock + acc + unlock per iteration (osu_acc_latency -s lock), usec; lower is better"
 		echo "$MPI_OVER MPI rows where $p0 is over 1.5x osc sm or has no figure (marked <)"
 		echo
 	fi
@@ -408,8 +420,9 @@ for f in def-put_bw def-get_bw dc-put_bw; do
 	[ -s "$BENCH_OUT/rma-$f.dat" ] && bench_plot "rma-$f" "libfabric ${f#*-} (${f%%-*})" MB/s "$p0" "$p1"
 done
 if [ $MPI_OK = 1 ]; then
-	for f in put-flush get-flush put-lock get-lock; do
-		bench_plot "rma-mpi-$f" "MPI ${f%-*} latency, ${f#*-}" usec "MPI $p0" "osc sm" "osc rdma allocate"
+	for f in put-flush get-flush put-lock get-lock acc-flush acc-lock; do
+		bench_plot "rma-mpi-$f" "MPI ${f%-*} latency, ${f#*-}" usec "MPI $p0" "osc sm" "osc rdma allocate" \
+			"vader create"
 	done
 fi
 bench_plots_done
