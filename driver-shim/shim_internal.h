@@ -110,6 +110,7 @@ struct shim_ctx {
 	uint32_t rgn_cnt;
 	uint64_t rgn_key[SHIM_RGN_SLOTS];
 	uint32_t rgn_seq[SHIM_RGN_SLOTS];
+	uint32_t polled_ms; /* the last ctl->polled_ms we stored */
 	char name[SHIM_NAME_MAX]; /* shm segment name */
 	struct shim_tid_table *tid; /* expected receive registrations (shim_tid.c) */
 	struct shim_hole hole;      /* dead-sender recovery (shim_claim.c) */

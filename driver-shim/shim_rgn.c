@@ -161,6 +161,35 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key)
 	return 0;
 }
 
+static uint32_t shim_rgn_now_ms(void)
+{
+	return (uint32_t)(shim_rgn_now_ns() / 1000000ull);
+}
+
+void shim_ctx_polled(struct shim_ctx *ctx)
+{
+	uint32_t now = shim_rgn_now_ms();
+
+	if (ctx && now != ctx->polled_ms) {
+		ctx->polled_ms = now;
+		atomic_store_explicit(&ctx->rx.ctl->polled_ms, now, memory_order_relaxed);
+	}
+}
+
+bool shim_peer_owner_polling(const struct shim_peer *peer, uint32_t within_ms)
+{
+	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
+	uint32_t then;
+
+	if (!peer || peer->wire == SHIM_WIRE_UDP || !pp->rgn_cnt)
+		return true;
+	if (atomic_load_explicit(&peer->ctl->sleeping, memory_order_relaxed))
+		return false;
+	then = atomic_load_explicit(&peer->ctl->polled_ms, memory_order_relaxed);
+	/* modulo 2^32: a value from the future (another writer) counts as now */
+	return (int32_t)(shim_rgn_now_ms() - then) <= (int32_t)within_ms;
+}
+
 /* A peer's private copy of a region table entry. */
 struct shim_rgn_view {
 	uint32_t access;

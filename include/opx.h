@@ -102,6 +102,7 @@ struct opx_params {
 	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
 	size_t rma_direct_write; /* FI_OPX_RMA_DIRECT_WRITE: initiator copies by itself (0: off) */
 	size_t rma_direct_read;  /* FI_OPX_RMA_DIRECT_READ: the same for reads */
+	int rma_direct_idle_ms;  /* FI_OPX_RMA_DIRECT_IDLE_MS: smaller too to a target not polling */
 	bool checksum;        /* FI_OPX_CHECKSUM: seal eager packets, require seals (opx_csum.c) */
 	char *stats;          /* FI_OPX_STATS: "stderr" or a path pattern (opx_stats.c), NULL: off */
 	bool oversubscribed;  /* the launcher put more ranks here than CPUs are online */

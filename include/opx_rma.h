@@ -76,7 +76,8 @@
  * reorders them.
  *
  * Direct path (no packet at all): on the shm wire, a read or write from
- * FI_OPX_RMA_DIRECT_READ/_WRITE bytes to a region the target published in
+ * FI_OPX_RMA_DIRECT_READ/_WRITE bytes (any size while the target does not
+ * poll: FI_OPX_RMA_DIRECT_IDLE_MS) to a region the target published in
  * its receive context's region table (opx_mr.c publishes, shim_rgn.c has
  * the table and its protocol) is copied by the initiator with one CMA
  * call and completed at once; only while nothing else one-sided of the

@@ -90,7 +90,8 @@
 #define SHIM_ABI_MINOR 2 /* readers accept any minor of their major;
 			  * 1: shim_addr.sep (was the high byte of unit, 0);
 			  * 2: region table (rgn_off, rgn_cnt; was rsvd1, 0) and
-			  *    shim_claim.rgn_busy (was pad) */
+			  *    shim_claim.rgn_busy (was pad);
+			  * 3: ctl->polled_ms (was padding) */
 #define SHIM_ABI_VERSION ((SHIM_ABI_MAJOR << 16) | SHIM_ABI_MINOR)
 
 #define SHIM_CTL_MAGIC 0x3130534d4858504fULL /* "OPXHMS01" */
@@ -223,6 +224,10 @@ struct shim_rcv_ctl {
 
 	/* owner, written only when it goes to sleep or wakes */
 	alignas(64) _Atomic uint32_t sleeping;
+	/* owner, now and then while it polls (every 64 empty polls, at most
+	 * once a millisecond): CLOCK_MONOTONIC in ms, modulo 2^32.  Peers
+	 * read whether the owner is polling at all (shim_rgn.c). */
+	_Atomic uint32_t polled_ms;
 
 	/* statistics, owner only */
 	alignas(64) _Atomic uint64_t rx_pkts;

@@ -45,6 +45,7 @@
 /* From these sizes the initiator copies by itself (see README) */
 #define OPX_DEF_RMA_DIRECT_WRITE ((size_t)16 << 10)
 #define OPX_DEF_RMA_DIRECT_READ ((size_t)16 << 10)
+#define OPX_DEF_RMA_DIRECT_IDLE_MS 1
 #define OPX_DEF_UX_MAX_BYTES ((size_t)64 << 20)
 #define OPX_DEF_JKEY (-1)
 #define OPX_DEF_SPIN_COUNT 1000
@@ -102,6 +103,7 @@ struct opx_params opx_env = {
 	.rma_cma = OPX_DEF_RMA_CMA,
 	.rma_direct_write = OPX_DEF_RMA_DIRECT_WRITE,
 	.rma_direct_read = OPX_DEF_RMA_DIRECT_READ,
+	.rma_direct_idle_ms = OPX_DEF_RMA_DIRECT_IDLE_MS,
 };
 
 /* fi_prov_ini may be called more than once in a process (the core loads
@@ -223,6 +225,12 @@ static void opx_params_define(void)
 			OPX_DEF_RMA_DIRECT_WRITE);
 	fi_param_define(&opx_prov, "RMA_DIRECT_READ", FI_PARAM_SIZE_T,
 			"The same for RMA reads (default: %zu)", OPX_DEF_RMA_DIRECT_READ);
+	fi_param_define(&opx_prov, "RMA_DIRECT_IDLE_MS", FI_PARAM_INT,
+			"Smaller reads and writes are copied by the initiator too when the "
+			"target has not polled for this many milliseconds or sleeps in a "
+			"blocking wait (it computes: the request would wait for its next call "
+			"into libfabric); 0: never (default: %d)",
+			OPX_DEF_RMA_DIRECT_IDLE_MS);
 	fi_param_define(&opx_prov, "CHECKSUM", FI_PARAM_BOOL,
 			"Seal every eager packet sent with a CRC32C of header and payload, and "
 			"drop eager packets received unsealed or with a wrong checksum; senders "
@@ -632,6 +640,7 @@ static void opx_params_load(void)
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_WRITE", &p->rma_direct_write, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_READ", &p->rma_direct_read, 0, SIZE_MAX, false);
+	opx_param_int("RMA_DIRECT_IDLE_MS", &p->rma_direct_idle_ms, 0, 1000000);
 	opx_param_bool("CHECKSUM", &p->checksum);
 	p->stats = NULL;
 	if (fi_param_get_str(&opx_prov, "STATS", &p->stats) || (p->stats && !*p->stats))

@@ -83,8 +83,13 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	 * load of our own head entry and a clock read; the senders' tail only
 	 * after 20 ms standing still), so blocking waits, which progress once
 	 * per sleep slice, also get past one. */
-	if ((++ep->idle & 63) == 0 && shim_rx_recover(ep->shim) > 0)
-		return; /* filled: poll again */
+	if ((++ep->idle & 63) == 0) {
+		/* peers copy one-sided data by themselves below their size
+		 * thresholds only while we do not poll (opx_rma.c) */
+		shim_ctx_polled(ep->shim);
+		if (shim_rx_recover(ep->shim) > 0)
+			return; /* filled: poll again */
+	}
 	if (ep->idle >= (uint32_t)opx_env.spin_count) {
 		ep->idle = 0;
 		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */

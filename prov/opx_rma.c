@@ -143,8 +143,14 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 	struct opx_cntr *cntr;
 	ssize_t n;
 
-	if (!min || len < min || a->type == OPX_RT_ATOMIC || (a->flags & FI_REMOTE_CQ_DATA) ||
+	if (!min || !len || a->type == OPX_RT_ATOMIC || (a->flags & FI_REMOTE_CQ_DATA) ||
 	    opx_rma_outstanding(ep) || !(ent = opx_rma_entry(ep, a->dest)) || ent->rma_no_direct)
+		return false;
+	/* Below the threshold the ring is faster, but only with a target
+	 * that polls: one that computes (or sleeps) would leave the request
+	 * waiting for its next call into libfabric. */
+	if (len < min && (!opx_env.rma_direct_idle_ms ||
+			  shim_peer_owner_polling(peer, (uint32_t)opx_env.rma_direct_idle_ms)))
 		return false;
 	n = shim_peer_rgn_copy(peer, a->key, a->addr, a->iov, a->cnt, len, a->type == OPX_RT_WRITE);
 	if (n != (ssize_t)len) {

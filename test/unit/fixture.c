@@ -279,6 +279,7 @@ void fx_param_defaults(void)
 		"FI_OPX_UNITS",	      "FI_OPX_UNIT",	    "FI_OPX_MTU",	 "FI_OPX_HDRQ_ENTRIES",
 		"FI_OPX_EAGER_RING_BYTES", "FI_OPX_INJECT_SIZE", "FI_OPX_EAGER_MAX",
 		"FI_OPX_UX_MAX_BYTES", "FI_OPX_JKEY",	    "FI_OPX_SPIN_COUNT", "FI_OPX_SLEEP_MS",
+		"FI_OPX_RMA_DIRECT_WRITE", "FI_OPX_RMA_DIRECT_READ", "FI_OPX_RMA_DIRECT_IDLE_MS",
 	};
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)

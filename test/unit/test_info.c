@@ -71,6 +71,9 @@ static void test_param_defaults(void **state)
 	assert_int_not_equal(opx_env.jkey, 0);
 	assert_int_equal(opx_env.spin_count, 1000);
 	assert_int_equal(opx_env.sleep_ms, 10);
+	assert_int_equal(opx_env.rma_direct_write, 16u << 10);
+	assert_int_equal(opx_env.rma_direct_read, 16u << 10);
+	assert_int_equal(opx_env.rma_direct_idle_ms, 1);
 }
 
 static void test_params_listed(void **state)
@@ -80,7 +83,8 @@ static void test_params_listed(void **state)
 		"FI_OPX_UNITS",       "FI_OPX_UNIT",        "FI_OPX_MTU",
 		"FI_OPX_HDRQ_ENTRIES", "FI_OPX_EAGER_RING_BYTES", "FI_OPX_INJECT_SIZE",
 		"FI_OPX_EAGER_MAX",   "FI_OPX_UX_MAX_BYTES", "FI_OPX_JKEY",
-		"FI_OPX_SPIN_COUNT",  "FI_OPX_SLEEP_MS",
+		"FI_OPX_SPIN_COUNT",  "FI_OPX_SLEEP_MS", "FI_OPX_RMA_DIRECT_WRITE",
+		"FI_OPX_RMA_DIRECT_READ", "FI_OPX_RMA_DIRECT_IDLE_MS",
 	};
 	struct fi_param *params = NULL;
 	int count = 0;

@@ -549,7 +549,7 @@ static void test_rgn_passive_target(void **state)
 	assert_true(len <= sizeof(name));
 	assert_int_equal(read(rp[0], name, len), (ssize_t)len);
 	t_ep_open(&e);
-	if (!opx_env.rma_direct_write || !opx_env.rma_direct_read) {
+	if (!opx_env.rma_direct_write || !opx_env.rma_direct_read || !opx_env.rma_direct_idle_ms) {
 		/* FI_OPX_RMA_DIRECT_*=0: nothing to test */
 		assert_int_equal(write(cp[1], "q", 1), 1);
 		assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -559,12 +559,16 @@ static void test_rgn_passive_target(void **state)
 	}
 	assert_int_equal(fi_av_insert(e.av, name, 1, &tgt, 0, NULL), 1);
 
-	/* writes and reads at and above the threshold complete without the
-	 * target ever calling libfabric */
+	/* reads and writes complete without the target ever calling
+	 * libfabric: at and above the threshold always, below it because the
+	 * target does not poll (FI_OPX_RMA_DIRECT_IDLE_MS: it last polled, if
+	 * ever, before it registered, and that is over 1 ms ago now) */
 	const size_t thr = opx_env.rma_direct_write;
-	const size_t sizes[] = {thr, thr + 1, 65536, T_BIG};
+	const size_t sizes[] = {1, 8, thr - 1, thr, thr + 1, 65536, T_BIG};
+	struct timespec idle = {0, 20 * 1000 * 1000};
+	nanosleep(&idle, NULL);
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		size_t n = sizes[s], off = s == 1 ? 3 : 0;
+		size_t n = sizes[s], off = s == 4 ? 3 : 0;
 
 		if (n + off > T_BIG)
 			continue;
@@ -577,6 +581,11 @@ static void test_rgn_passive_target(void **state)
 	}
 	for (size_t i = 0; i < T_BIG; i++)
 		buf[i] = t_pat(i, 2);
+	/* small writes first (they are overwritten by the big one) */
+	assert_int_equal(fi_write(e.ep, buf, 1, NULL, tgt, 0, T_KEY, &ctx), 0);
+	assert_int_equal(fx_cq_wait(e.cq, &ctx, T_WAIT_MS, NULL), 0);
+	assert_int_equal(fi_write(e.ep, buf + 5, thr - 1, NULL, tgt, 5, T_KEY, &ctx), 0);
+	assert_int_equal(fx_cq_wait(e.cq, &ctx, T_WAIT_MS, NULL), 0);
 	assert_int_equal(fi_write(e.ep, buf, T_BIG, NULL, tgt, 0, T_KEY, &ctx), 0);
 	assert_int_equal(fx_cq_wait(e.cq, &ctx, T_WAIT_MS, NULL), 0);
 	assert_int_equal(t_ask(cp[1], rp[0], 'w'), 0);
@@ -630,6 +639,10 @@ static void test_rgn_order(void **state)
 	size_t len = sizeof(name);
 	int c1, c2, c3;
 
+	/* small writes through the ring even to an endpoint that is not
+	 * polling (itself, here): what is tested is the order behind them */
+	int idle_ms = opx_env.rma_direct_idle_ms;
+	opx_env.rma_direct_idle_ms = 0;
 	assert_non_null(mem);
 	assert_non_null(ro);
 	assert_non_null(src);
@@ -678,6 +691,7 @@ static void test_rgn_order(void **state)
 	free(mem);
 	free(ro);
 	free(src);
+	opx_env.rma_direct_idle_ms = idle_ms;
 }
 
 int main(void)
