@@ -54,6 +54,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -211,6 +212,24 @@ bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
 	return shim_udp_auth_check(&u->auth, uh, ph, d + SHIM_UDP_HDRS, n - SHIM_UDP_HDRS);
 }
 
+size_t shim_udp_seg_len(const uint8_t *d, size_t n)
+{
+	struct shim_udp_hdr uh;
+	struct shim_pkt_hdr ph;
+	size_t len;
+
+	if (n < sizeof(uh))
+		return n;
+	memcpy(&uh, d, sizeof(uh));
+	if (uh.type != SHIM_UDP_DATA)
+		return sizeof(uh);
+	if (n < SHIM_UDP_HDRS || !(uh.rhf & SHIM_RHF_EGR))
+		return n < SHIM_UDP_HDRS ? n : SHIM_UDP_HDRS;
+	memcpy(&ph, d + sizeof(uh), sizeof(ph));
+	len = SHIM_UDP_HDRS + (size_t)ph.paylen;
+	return ph.paylen && len < n ? len : n;
+}
+
 static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 {
 	struct sockaddr_in seen[SHIM_UDP_WD_SENDERS];
@@ -239,6 +258,8 @@ static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 		if ((size_t)n < sizeof(uh) || (size_t)n > u->rbuf_sz || alen != sizeof(from) ||
 		    from.sin_family != AF_INET)
 			continue;
+		if (u->gro) /* the first of a run is enough */
+			n = (ssize_t)shim_udp_seg_len(u->wd_buf, (size_t)n);
 		memcpy(&uh, u->wd_buf, sizeof(uh));
 		if ((size_t)n >= SHIM_UDP_HDRS)
 			memcpy(&ph, u->wd_buf + sizeof(uh), sizeof(ph));
@@ -674,7 +695,24 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	u->rng = dev->params.fault.seed ? dev->params.fault.seed : 0x9e3779b97f4a7c15ull;
 	u->faulty = (dev->params.fault.drop | dev->params.fault.dup | dev->params.fault.reorder |
 		     dev->params.fault.corrupt) != 0;
+	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (u->fd < 0) {
+		rc = -errno;
+		goto err;
+	}
+	/* UDP_GRO: a run of one sender's datagrams of one size (its GSO
+	 * send kept whole below the socket, or what the interface
+	 * coalesced) comes as one buffer, one receive and one copy instead
+	 * of one each; shim_udp_recv cuts it up again.  Such a buffer is up
+	 * to 64 KiB, so every receive buffer is. */
+	if (!dev->params.udp_no_gro) {
+		int one = 1;
+
+		u->gro = setsockopt(u->fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+	}
 	u->rbuf_sz = sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr) + ctx->rx.mtu + 64;
+	if (u->gro && u->rbuf_sz < SHIM_UDP_GRO_BYTES)
+		u->rbuf_sz = SHIM_UDP_GRO_BYTES;
 	u->rbuf = malloc(u->rbuf_sz * SHIM_UDP_BATCH);
 	for (uint32_t i = 0; u->rbuf && i < SHIM_UDP_BATCH; i++) {
 		u->iovs[i].iov_base = u->rbuf + (size_t)i * u->rbuf_sz;
@@ -690,15 +728,12 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	u->wd_buf = malloc(u->rbuf_sz);
 	u->max_links = dev->params.max_links ? dev->params.max_links : SHIM_UDP_MAX_LINKS;
 	rc = shim_udp_auth_init(&u->auth, dev->params.auth, dev->params.auth_key);
-	if (rc) {
-		u->fd = -1;
+	if (rc)
 		goto err;
-	}
 	u->tx = malloc(sizeof(*u->tx)); /* NULL: datagram by datagram */
 	u->gso = true;
-	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (!u->rbuf || !u->scratch || !u->held || !u->wd_buf || u->fd < 0) {
-		rc = u->fd < 0 ? -errno : -ENOMEM;
+	if (!u->rbuf || !u->scratch || !u->held || !u->wd_buf) {
+		rc = -ENOMEM;
 		goto err;
 	}
 	/* A receive queue that overflows loses whole bursts (each costs a
@@ -771,6 +806,10 @@ int shim_udp_wait_arm(struct shim_ctx *ctx)
 
 	if (!u || u->in_wait || ctx->wait_fd < 0)
 		return 0;
+	/* datagrams of a run taken from the socket, not yet handed out:
+	 * nothing would wake us for them */
+	if (shim_udp_rx_pending(u))
+		return -EAGAIN;
 	/* a datagram already queued makes the set ready at once: no
 	 * wake-up is lost between the last poll and this */
 	if (epoll_ctl(ctx->wait_fd, EPOLL_CTL_ADD, u->fd, &ev) < 0)
@@ -803,7 +842,7 @@ void shim_udp_watch(struct shim_ctx *ctx, uint64_t keepalive_ns)
 
 bool shim_udp_rx_empty(const struct shim_ctx *ctx)
 {
-	return ctx && ctx->udp && ctx->udp->rx_empty;
+	return ctx && ctx->udp && ctx->udp->rx_empty && !shim_udp_rx_pending(ctx->udp);
 }
 
 bool shim_udp_on(const struct shim_ctx *ctx)

@@ -36,6 +36,8 @@
 #define SHIM_UDP_RING_MIN (128u << 10)
 #define SHIM_UDP_GSO_BYTES 65000u
 #define SHIM_UDP_GSO_SEGS 64u
+/* A receive buffer with UDP_GRO on: the largest UDP payload, rounded up. */
+#define SHIM_UDP_GRO_BYTES 65536u
 
 /* Links (flows) a context keeps at most: a source beyond it is dropped
  * (drop_quota) until a link goes. */
@@ -121,6 +123,7 @@ struct shim_udp {
 	uint8_t *scratch;           /* linearised datagram (faults) */
 	uint8_t *wd_buf;            /* the watchdog's look at an unread datagram */
 	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
+	bool gro;                   /* UDP_GRO on: a receive buffer may hold a run of datagrams */
 	bool faulty;                /* fault injection configured: datagram by datagram */
 	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
 	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
@@ -130,6 +133,12 @@ struct shim_udp {
 	struct iovec iovs[SHIM_UDP_BATCH];
 	struct sockaddr_in from[SHIM_UDP_BATCH];
 	int rx_filled;              /* msgs[] entries the last receive call filled */
+	/* What shim_udp_recv has not handed out yet: msgs[rx_msg] from byte
+	 * rx_off on, cut in rx_seg-byte datagrams (UDP_GRO), and the
+	 * entries after it up to rx_filled. */
+	int rx_msg;
+	size_t rx_off;
+	size_t rx_seg;
 	/* Receive one datagram per call (recvmsg: an empty poll costs half
 	 * an empty recvmmsg) until SHIM_UDP_BATCH_AFTER calls in a row found
 	 * one, then batches (recvmmsg) while a call takes more than one. */
@@ -169,6 +178,20 @@ static inline uint64_t shim_udp_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The length of the first datagram of the n bytes at d, from its own
+ * header (at most n): with UDP_GRO a receive buffer holds a run of one
+ * sender's datagrams, all as long as the first but the last.  Read
+ * before any check: a wrong length only makes the datagrams cut from it
+ * fail theirs (length, tag). */
+size_t shim_udp_seg_len(const uint8_t *d, size_t n);
+/* Whether shim_udp_recv holds datagrams it took from the socket and has
+ * not handed out yet (the rest of a run): the socket's readiness does
+ * not show them. */
+static inline bool shim_udp_rx_pending(const struct shim_udp *u)
+{
+	return u->rx_msg < u->rx_filled;
 }
 
 /* The watchdog, for a sender we have no link to (we never read from it:

@@ -230,24 +230,16 @@ static struct shim_udp_link *shim_udp_source(struct shim_udp *u, const struct so
 	return l;
 }
 
-int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
+/* One receive call: up to max datagrams (with UDP_GRO, buffers that may
+ * each hold a run of them) into msgs[]; how many, or -1. */
+static int shim_udp_take(struct shim_udp *u, int max)
 {
-	struct shim_udp *u = ctx ? ctx->udp : NULL;
-	uint64_t now = 0;
-	int n, got = 0;
+	int n;
 
-	if (!u || !pkts || max <= 0)
-		return 0;
-	if (max > (int)SHIM_UDP_BATCH)
-		max = (int)SHIM_UDP_BATCH;
 	/* the kernel wrote only the address lengths of what it filled last
 	 * time (the rest was set up at open): an empty poll costs no setup */
 	for (int i = 0; i < u->rx_filled; i++)
 		u->msgs[i].msg_hdr.msg_namelen = sizeof(u->from[i]);
-	if (u->wd_running)
-		atomic_store_explicit(&u->app_polls,
-				      atomic_load_explicit(&u->app_polls, memory_order_relaxed) + 1,
-				      memory_order_relaxed);
 	if (u->rx_batch) {
 		n = recvmmsg(u->fd, u->msgs, (unsigned int)max, MSG_DONTWAIT, NULL);
 		u->rx_batch = n > 1;
@@ -277,19 +269,74 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 		}
 	}
 	u->rx_filled = n > 0 ? n : 0;
-	if (n > 0)
-		now = shim_udp_now(); /* one clock read for the batch */
-	for (int i = 0; i < n; i++) {
+	u->rx_msg = 0;
+	u->rx_off = 0;
+	return n;
+}
+
+/* The next datagram of what the last receive call took: its bytes in
+ * *d and *len, the buffer's index in *i.  false: all handed out. */
+static bool shim_udp_next_seg(struct shim_udp *u, uint8_t **d, size_t *len, int *i)
+{
+	while (u->rx_msg < u->rx_filled) {
+		struct mmsghdr *m = &u->msgs[u->rx_msg];
+		uint8_t *buf = u->iovs[u->rx_msg].iov_base;
+		size_t n = m->msg_len;
+
+		if (u->rx_off == 0) {
+			if ((m->msg_hdr.msg_flags & MSG_TRUNC) ||
+			    m->msg_hdr.msg_namelen != sizeof(struct sockaddr_in)) {
+				u->st.rx_datagrams++;
+				u->st.drop_len++;
+				u->rx_msg++;
+				continue;
+			}
+			/* a run (UDP_GRO): as many datagrams as the first's
+			 * length makes; without GRO a buffer is one */
+			u->rx_seg = u->gro ? shim_udp_seg_len(buf, n) : n;
+			if (!u->rx_seg)
+				u->rx_seg = n ? n : 1;
+		}
+		*i = u->rx_msg;
+		*d = buf + u->rx_off;
+		*len = n - u->rx_off < u->rx_seg ? n - u->rx_off : u->rx_seg;
+		u->rx_off += *len;
+		if (u->rx_off >= n) {
+			u->rx_msg++;
+			u->rx_off = 0;
+		}
+		u->st.rx_datagrams++;
+		return true;
+	}
+	return false;
+}
+
+int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
+{
+	struct shim_udp *u = ctx ? ctx->udp : NULL;
+	uint64_t now = 0;
+	uint8_t *d;
+	size_t len;
+	int i, got = 0;
+
+	if (!u || !pkts || max <= 0)
+		return 0;
+	if (max > (int)SHIM_UDP_BATCH)
+		max = (int)SHIM_UDP_BATCH;
+	if (u->wd_running)
+		atomic_store_explicit(&u->app_polls,
+				      atomic_load_explicit(&u->app_polls, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
+	/* what the last call left of a run first: the buffers it points
+	 * into are not received into again before it is all handed out */
+	if (u->rx_msg >= u->rx_filled && shim_udp_take(u, max) <= 0)
+		return 0;
+	now = shim_udp_now(); /* one clock read for the batch */
+	while (got < max && shim_udp_next_seg(u, &d, &len, &i)) {
 		struct shim_udp_pkt *pkt = &pkts[got];
 		struct shim_udp_link *l;
 
-		u->st.rx_datagrams++;
-		if ((u->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) ||
-		    u->msgs[i].msg_hdr.msg_namelen != sizeof(struct sockaddr_in)) {
-			u->st.drop_len++;
-			continue;
-		}
-		if (!shim_udp_valid(u, u->iovs[i].iov_base, u->msgs[i].msg_len, &u->from[i], pkt))
+		if (!shim_udp_valid(u, d, len, &u->from[i], pkt))
 			continue;
 		l = shim_udp_source(u, &u->from[i], &pkt->uh, now);
 		if (!l)

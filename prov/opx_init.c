@@ -99,6 +99,7 @@ struct opx_params opx_env = {
 	.spin_count = OPX_DEF_SPIN_COUNT,
 	.sleep_ms = OPX_DEF_SLEEP_MS,
 	.rndv_cma = true,
+	.udp_gro = true,
 	.rndv_split = OPX_DEF_RNDV_SPLIT,
 	.rma_cma = OPX_DEF_RMA_CMA,
 	.rma_direct_write = OPX_DEF_RMA_DIRECT_WRITE,
@@ -187,6 +188,11 @@ static void opx_params_define(void)
 			"buffer) to applications whose hints offer it; off, the mode is never "
 			"required (opx needs no prefix; fi_pingpong offers the mode but leaves no "
 			"prefix on RDM endpoints) (default: false)");
+	fi_param_define(&opx_prov, "UDP_GRO", FI_PARAM_BOOL,
+			"udp wire: ask the kernel for UDP_GRO, so that one receive takes a whole run "
+			"of a sender's datagrams (a GSO send, or what the interface coalesced) "
+			"instead of one datagram each; each datagram of the run is still checked on "
+			"its own (default: true)");
 	fi_param_define(&opx_prov, "RNDV_CMA", FI_PARAM_BOOL,
 			"Rendezvous pulls large messages with one Cross Memory Attach copy; "
 			"0 forces the SDMA/TID push path (two copies through shared memory), "
@@ -636,6 +642,7 @@ static void opx_params_load(void)
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
 	opx_param_bool("MSG_PREFIX", &p->msg_prefix);
+	opx_param_bool("UDP_GRO", &p->udp_gro);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_WRITE", &p->rma_direct_write, 0, SIZE_MAX, false);
@@ -850,6 +857,7 @@ static void opx_dev_params(struct shim_dev_params *dp)
 		snprintf(dp->iface, sizeof(dp->iface), "%s", opx_env.iface);
 	dp->fault = opx_env.fault;
 	dp->auth = opx_env.auth;
+	dp->udp_no_gro = !opx_env.udp_gro;
 	opx_dev_params_auth(dp);
 }
 

@@ -10,7 +10,9 @@
  * a udp peer is never a process for Cross Memory Attach; unloading the
  * library stops the watchdog threads (not a forked parent's); a burst
  * goes out as GSO messages, and a socket that refuses GSO gets the same
- * burst datagram by datagram, nothing lost.
+ * burst datagram by datagram, nothing lost; with UDP_GRO a burst comes
+ * as one receive and is cut into its datagrams, each checked on its
+ * own, and a forged run is dropped datagram by datagram.
  * Two receive contexts of one process talk over loopback; every loop is
  * bounded in count and in time.
  */
@@ -18,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,6 +55,8 @@ struct t_pair {
 /* The sending context's identity: the udp wire drops a packet whose
  * header names another sender than its datagram (t_pair_open sets it). */
 static uint16_t t_slid, t_sctx;
+/* t_pair_open: without UDP_GRO (one datagram per receive buffer) */
+static bool t_no_gro;
 
 static double t_now(void)
 {
@@ -68,6 +73,7 @@ static void t_pair_open(struct t_pair *t, const struct shim_fault *fault)
 		.force_unit = 0,
 		.jkey = T_JKEY,
 		.wire = SHIM_WIRE_UDP,
+		.udp_no_gro = t_no_gro,
 	};
 
 	snprintf(p.iface, sizeof(p.iface), "lo");
@@ -314,7 +320,10 @@ static void test_udp_wait_arm(void **state)
 	double end;
 
 	(void)state;
+	t_no_gro = true; /* a datagram larger than a buffer: GRO's hold any */
 	t_pair_open(&t, NULL);
+	t_no_gro = false;
+	assert_false(t.b->udp->gro);
 	epfd = shim_ctx_wait_fd(t.b);
 	assert_true(epfd >= 0);
 	assert_true(t_epoll_has(epfd, t.b->sock_fd));
@@ -657,6 +666,137 @@ static void test_udp_gso_refused(void **state)
 	t_pair_close(&t);
 }
 
+/* UDP_GRO: a GSO burst arrives as one buffer; shim_udp_recv hands it
+ * out 16 at a time, in order and intact, and while some of it is left
+ * the context neither sleeps nor says its socket is empty. */
+static void test_udp_gro_run(void **state)
+{
+	struct shim_udp_stats st0, st1;
+	struct shim_udp_pkt pkts[16];
+	uint32_t acked, sent, next = 0;
+	struct t_pair t;
+	int k = 0, got = 0;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	if (!t.b->udp->gro) {
+		t_pair_close(&t);
+		skip(); /* the kernel refused UDP_GRO (before 5.0) */
+	}
+	shim_udp_stats(t.b, &st0);
+	shim_udp_hold((struct shim_peer_priv *)t.to_b);
+	for (uint32_t s = 0; s < 40; s++)
+		assert_int_equal(t_send_len(t.to_b, s, t.to_b->mtu), 0);
+	shim_udp_unhold((struct shim_peer_priv *)t.to_b);
+	for (double end = t_now() + 5.0; !k && t_now() < end;)
+		k = shim_udp_recv(t.b, pkts, 16);
+	/* loopback keeps a GSO send whole up to a GRO socket */
+	assert_int_equal(k, 16);
+	assert_true(t.b->udp->msgs[0].msg_len > SHIM_UDP_HDRS + t.to_b->mtu);
+	assert_true(shim_udp_rx_pending(t.b->udp));
+	assert_false(shim_udp_rx_empty(t.b));
+	assert_int_equal(shim_ctx_sleep_arm(t.b), -EAGAIN);
+	for (double end = t_now() + 5.0; got < 40 && t_now() < end;) {
+		for (int i = 0; i < k; i++) {
+			t_check(&pkts[i]);
+			assert_int_equal(pkts[i].uh.psn, next);
+			assert_int_equal(pkts[i].e.hdr.msgid, next);
+			next++;
+		}
+		got += k;
+		k = got < 40 ? shim_udp_recv(t.b, pkts, 16) : 0;
+	}
+	assert_int_equal(got, 40);
+	shim_udp_stats(t.b, &st1);
+	assert_int_equal(st1.rx_datagrams - st0.rx_datagrams, 40);
+	assert_int_equal(st1.drop_len + st1.drop_crc + st1.drop_magic,
+			 st0.drop_len + st0.drop_crc + st0.drop_magic);
+	shim_udp_tx_state(t.to_b, &acked, &sent);
+	shim_udp_release(t.to_b, sent);
+	t_pair_close(&t);
+}
+
+/* Forged runs (UDP_SEGMENT from a plain socket): junk, and a first
+ * header that lies about its length both ways.  Every piece is dropped
+ * and counted, nothing is read beyond the buffer (ASan), and a good
+ * packet still passes after them. */
+static void test_udp_gro_forged(void **state)
+{
+	struct shim_udp_stats st0, st1;
+	struct shim_udp_pkt pkts[16];
+	struct t_pair t;
+	struct sockaddr_in to;
+	uint8_t buf[12 * 200];
+	uint16_t seg = 200;
+	int fd, k = 0;
+	char cbuf[CMSG_SPACE(sizeof(uint16_t))];
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	if (!t.b->udp->gro) {
+		t_pair_close(&t);
+		skip();
+	}
+	to = (struct sockaddr_in){.sin_family = AF_INET,
+				  .sin_addr.s_addr = t.addr_b.ipv4,
+				  .sin_port = t.addr_b.udp_port};
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	assert_true(fd >= 0);
+	shim_udp_stats(t.b, &st0);
+	for (int run = 0; run < 3; run++) {
+		struct shim_udp_hdr uh;
+		struct shim_pkt_hdr ph;
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr mh = {.msg_name = &to, .msg_namelen = sizeof(to),
+				    .msg_iov = &iov, .msg_iovlen = 1,
+				    .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+		struct cmsghdr *cm;
+
+		for (size_t i = 0; i < sizeof(buf); i++)
+			buf[i] = (uint8_t)(i * 13u + (unsigned)run * 101u + 7u);
+		/* ours in look: a control datagram (run 0: cut in
+		 * headers), a DATA packet lying about its length */
+		memset(&uh, 0, sizeof(uh));
+		memset(&ph, 0, sizeof(ph));
+		uh.magic = SHIM_UDP_MAGIC;
+		uh.version = SHIM_UDP_VERSION;
+		uh.type = run ? SHIM_UDP_DATA : SHIM_UDP_ACK;
+		uh.rhf = SHIM_RHF_EGR;
+		ph.paylen = run == 1 ? 1u : 0xfffffff0u;
+		memcpy(buf, &uh, sizeof(uh));
+		if (run)
+			memcpy(buf + sizeof(uh), &ph, sizeof(ph));
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(seg));
+		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+		assert_int_equal(sendmsg(fd, &mh, 0), (ssize_t)sizeof(buf));
+	}
+	/* each run is one buffer, cut by its first header: run 0 in udp
+	 * headers, run 1 at the lie (HDRS + 1 bytes); run 2 names a length
+	 * beyond the buffer and is taken whole */
+	{
+		const size_t h = sizeof(struct shim_udp_hdr), d = SHIM_UDP_HDRS + 1;
+		uint64_t want = (sizeof(buf) + h - 1) / h + (sizeof(buf) + d - 1) / d + 1;
+		double end = t_now() + 5.0;
+
+		do {
+			k += shim_udp_recv(t.b, pkts, 16);
+			shim_udp_stats(t.b, &st1);
+		} while (st1.rx_datagrams - st0.rx_datagrams < want && t_now() < end);
+		assert_int_equal(k, 0);
+		assert_int_equal(st1.rx_datagrams - st0.rx_datagrams, want);
+		assert_int_equal((st1.drop_len + st1.drop_crc + st1.drop_magic) -
+					 (st0.drop_len + st0.drop_crc + st0.drop_magic),
+				 want);
+	}
+	close(fd);
+	assert_int_equal(t_send_len(t.to_b, 0, 64), 0);
+	assert_int_equal(t_recv_all(&t, 1, NULL, 5.0), 1);
+	t_pair_close(&t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -669,6 +809,8 @@ int main(void)
 		cmocka_unit_test(test_udp_fuzz),
 		cmocka_unit_test(test_udp_fault_seed),
 		cmocka_unit_test(test_udp_gso_refused),
+		cmocka_unit_test(test_udp_gro_run),
+		cmocka_unit_test(test_udp_gro_forged),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
