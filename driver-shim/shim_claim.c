@@ -157,14 +157,6 @@ struct shim_claim *shim_claim_slots(const struct shim_ctx *ctx)
 	return shim_claim_table(ctx->map, ctx->claim_off);
 }
 
-static uint64_t shim_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Where the reservation announced by (tail, counts) ends: the ctl->tail
  * value its compare-and-swap wrote. */
 static uint64_t shim_claim_end(const struct shim_rx *rx, uint64_t tail, uint64_t counts)
@@ -288,6 +280,9 @@ int shim_rx_recover(struct shim_ctx *ctx)
 		return 0;
 	}
 	now = shim_now_ns();
+	/* an empty poll: peers copy one-sided data themselves only while
+	 * the owner does not poll (opx_rma.c) */
+	shim_ctx_note_polled(ctx, now);
 	if (!h->armed || h->pos != rx->head) {
 		h->armed = true;
 		h->pos = rx->head;

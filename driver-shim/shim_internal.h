@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim_ring.h"
@@ -119,6 +120,28 @@ struct shim_ctx {
 	int wait_fd;                /* epoll of sock_fd and (while a sleep is armed) the
 				     * udp socket; -1: sock_fd */
 };
+
+/* CLOCK_MONOTONIC in ns (vDSO: no syscall). */
+static inline uint64_t shim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Owner: "I am polling" (ctl->polled_ms, read by shim_peer_owner_polling):
+ * a store only when the millisecond changed.  shim_rx_recover calls it
+ * with the clock it reads on an empty poll anyway. */
+static inline void shim_ctx_note_polled(struct shim_ctx *ctx, uint64_t now_ns)
+{
+	uint32_t ms = (uint32_t)(now_ns / 1000000ull);
+
+	if (ms != ctx->polled_ms) {
+		ctx->polled_ms = ms;
+		atomic_store_explicit(&ctx->rx.ctl->polled_ms, ms, memory_order_relaxed);
+	}
+}
 
 /* The shm part of a context's address (shim_ctx_addr adds the udp wire's
  * ipv4 and port): what the context's own udp wire needs to open it. */

@@ -33,21 +33,13 @@
  */
 #define SHIM_PEER_ALIVE_NS 1000000ull
 
-static uint64_t shim_peer_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no syscall */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The verified owner still runs: its pidfd, else (old kernels) its start
  * time in /proc; a positive answer is reused for SHIM_PEER_ALIVE_NS. */
 static bool shim_peer_owner_running(const struct shim_peer_priv *pp)
 {
 	/* the cache is the only thing written through a const peer */
 	struct shim_peer_priv *cache = (struct shim_peer_priv *)pp;
-	uint64_t now = shim_peer_now_ns(), start = 0;
+	uint64_t now = shim_now_ns(), start = 0;
 	bool alive;
 
 	if (now - atomic_load_explicit(&pp->owner_seen_ns, memory_order_relaxed) <

@@ -56,14 +56,6 @@ static struct shim_rgn *shim_ctx_rgn_table(const struct shim_ctx *ctx)
 	return (struct shim_rgn *)((uint8_t *)ctx->map + ctx->rgn_off);
 }
 
-static uint64_t shim_rgn_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The owner's slot of key: its index, or -1 (and *free_slot the first
  * free one of its probe sequence, -1 when none). */
 static int shim_ctx_rgn_find(const struct shim_ctx *ctx, uint64_t key, int *free_slot)
@@ -142,7 +134,7 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key)
 
 			if (++spins < 64)
 				continue;
-			now = shim_rgn_now_ns();
+			now = shim_now_ns();
 			if (!deadline)
 				deadline = now + SHIM_RGN_WAIT_NS;
 			if (!shim_claim_alive(ctx, i))
@@ -163,17 +155,7 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key)
 
 static uint32_t shim_rgn_now_ms(void)
 {
-	return (uint32_t)(shim_rgn_now_ns() / 1000000ull);
-}
-
-void shim_ctx_polled(struct shim_ctx *ctx)
-{
-	uint32_t now = shim_rgn_now_ms();
-
-	if (ctx && now != ctx->polled_ms) {
-		ctx->polled_ms = now;
-		atomic_store_explicit(&ctx->rx.ctl->polled_ms, now, memory_order_relaxed);
-	}
+	return (uint32_t)(shim_now_ns() / 1000000ull);
 }
 
 bool shim_peer_owner_polling(const struct shim_peer *peer, uint32_t within_ms)

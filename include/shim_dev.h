@@ -220,12 +220,10 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key);
  * sends the operation through the owner, which gives its own verdict. */
 ssize_t shim_peer_rgn_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
 			   const struct iovec *liov, size_t lcnt, size_t len, bool write);
-/* Owner: "I am polling" (ctl->polled_ms), cheap enough for the idle path:
- * one clock read, a store only when the millisecond changed.  Peer:
- * whether the owner of a shm peer polled within the last within_ms
- * milliseconds and is not asleep in a blocking wait (true for any other
- * peer: nothing to tell). */
-void shim_ctx_polled(struct shim_ctx *ctx);
+/* Whether the owner of a shm peer polled within the last within_ms
+ * milliseconds (ctl->polled_ms: shim_rx_recover notes each empty poll)
+ * and is not asleep in a blocking wait (true for any other peer: nothing
+ * to tell). */
 bool shim_peer_owner_polling(const struct shim_peer *peer, uint32_t within_ms);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 

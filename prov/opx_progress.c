@@ -84,9 +84,9 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	 * after 20 ms standing still), so blocking waits, which progress once
 	 * per sleep slice, also get past one. */
 	if ((++ep->idle & 63) == 0) {
-		/* peers copy one-sided data by themselves below their size
-		 * thresholds only while we do not poll (opx_rma.c) */
-		shim_ctx_polled(ep->shim);
+		/* it also tells peers that we poll: below their size
+		 * thresholds they copy one-sided data by themselves only
+		 * while we do not (opx_rma.c) */
 		if (shim_rx_recover(ep->shim) > 0)
 			return; /* filled: poll again */
 	}

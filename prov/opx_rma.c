@@ -95,22 +95,29 @@ static void opx_rma_op_put(struct opx_rma_state *st, struct opx_rma_op *op)
 	st->busy_ops--;
 }
 
+/* The initiator's side of a finished one-sided operation: an error
+ * entry, or an entry unless injected or left out by FI_SELECTIVE_COMPLETION;
+ * and its counter (read for FI_READ in cflags, else write). */
+static void opx_rma_report(struct opx_ep *ep, void *context, uint64_t cflags, uint64_t flags,
+			   int err)
+{
+	struct opx_cntr *cntr = (cflags & FI_READ) ? ep->read_cntr : ep->write_cntr;
+
+	if (err) {
+		if (ep->tx_cq)
+			opx_cq_report_err_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, 0, err,
+						 -err, FI_ADDR_NOTAVAIL);
+		opx_cntr_inc_err(cntr);
+		return;
+	}
+	if (ep->tx_cq && !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION)))
+		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
+	opx_cntr_inc(cntr);
+}
+
 static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
 {
-	struct opx_cntr *cntr = (op->cflags & FI_READ) ? ep->read_cntr : ep->write_cntr;
-
-	if (op->err) {
-		if (ep->tx_cq)
-			opx_cq_report_err_locked(ep->tx_cq, op->context, op->cflags, 0, NULL, 0, 0,
-						 0, op->err, -op->err, FI_ADDR_NOTAVAIL);
-		opx_cntr_inc_err(cntr);
-	} else {
-		if (ep->tx_cq && !(op->flags & FI_INJECT) &&
-		    (!ep->tx_selective || (op->flags & FI_COMPLETION)))
-			opx_cq_report_locked(ep->tx_cq, op->context, op->cflags, 0, NULL, 0, 0,
-					     FI_ADDR_NOTAVAIL);
-		opx_cntr_inc(cntr);
-	}
+	opx_rma_report(ep, op->context, op->cflags, op->flags, op->err);
 	op->gen = (op->gen + 1) & ((1u << (32 - OPX_RMA_IDX_BITS)) - 1);
 	opx_rma_op_put(st, op);
 }
@@ -140,17 +147,19 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 {
 	size_t min = a->type == OPX_RT_READ ? opx_env.rma_direct_read : opx_env.rma_direct_write;
 	struct opx_av_entry *ent;
-	struct opx_cntr *cntr;
 	ssize_t n;
 
 	if (!min || !len || a->type == OPX_RT_ATOMIC || (a->flags & FI_REMOTE_CQ_DATA) ||
-	    opx_rma_outstanding(ep) || !(ent = opx_rma_entry(ep, a->dest)) || ent->rma_no_direct)
+	    opx_rma_outstanding(ep))
 		return false;
 	/* Below the threshold the ring is faster, but only with a target
 	 * that polls: one that computes (or sleeps) would leave the request
 	 * waiting for its next call into libfabric. */
 	if (len < min && (!opx_env.rma_direct_idle_ms ||
 			  shim_peer_owner_polling(peer, (uint32_t)opx_env.rma_direct_idle_ms)))
+		return false;
+	ent = opx_rma_entry(ep, a->dest);
+	if (!ent || ent->rma_no_direct)
 		return false;
 	n = shim_peer_rgn_copy(peer, a->key, a->addr, a->iov, a->cnt, len, a->type == OPX_RT_WRITE);
 	if (n != (ssize_t)len) {
@@ -160,13 +169,8 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 			ent->rma_no_direct = true;
 		return false;
 	}
-	cntr = a->type == OPX_RT_READ ? ep->read_cntr : ep->write_cntr;
-	if (ep->tx_cq && !(a->flags & FI_INJECT) &&
-	    (!ep->tx_selective || (a->flags & FI_COMPLETION)))
-		opx_cq_report_locked(ep->tx_cq, a->context,
-				     FI_RMA | (a->type == OPX_RT_READ ? FI_READ : FI_WRITE), 0, NULL, 0,
-				     0, FI_ADDR_NOTAVAIL);
-	opx_cntr_inc(cntr);
+	opx_rma_report(ep, a->context, FI_RMA | (a->type == OPX_RT_READ ? FI_READ : FI_WRITE),
+		       a->flags, 0);
 	return true;
 }
 
