@@ -485,7 +485,7 @@ void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size
 		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
 		     int err);
 
-/* opx_rndv.c: rendezvous, both sides */
+/* opx_rndv.c, opx_rndv_peer.c: rendezvous, both sides (opx_rndv.h: between them) */
 int opx_rndv_init(struct opx_ep *ep);
 void opx_rndv_fini(struct opx_ep *ep);
 int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov, size_t cnt,
