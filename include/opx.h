@@ -305,6 +305,15 @@ void opx_addr_sep_ctx(const struct shim_addr *base, unsigned int i, struct shim_
 
 int opx_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av,
 		void *context);
+/* addr indexes an entry of av->table that is inserted and not removed. */
+static inline bool opx_av_index_ok(const struct opx_av *av, fi_addr_t addr)
+{
+	return addr < av->count && av->table[addr].valid;
+}
+/* An inserted host and port (lid 0) as the endpoint serving it, asked of
+ * the shim (opx_av_peer.c): 0, or -FI_EADDRNOTAVAIL (nothing serves it on
+ * this host, or another host under FI_OPX_WIRE=shm). */
+int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct shim_addr *out);
 /* Peer for sending to fi_addr; opens the mapping on first use.
  * Returns 0, -FI_EINVAL (bad fi_addr), or a mapped shim error. Lock held. */
 int opx_av_peer_locked(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer);
