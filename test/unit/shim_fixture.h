@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * shim_fixture.h - what the shim-level suites (test_tid: the expected
- * receive table; test_sdma: the SDMA engine) share: the tiny geometry,
- * the clock, the device and a context with a peer of itself, a byte
- * pattern and the header template of a packet to that peer.
+ * shim_fixture.h - what the shim-level suites (test_shim: the device,
+ * contexts and peers; test_shim_ring: the rings, credits and producers;
+ * test_tid: the expected receive table; test_sdma: the SDMA engine)
+ * share: the tiny geometry, the clock, the device and a context with a
+ * peer of itself; for test_tid and test_sdma also a byte pattern and the
+ * header template of a packet to that peer.
  *
  * Rings are tiny (64 header entries, 16 KiB eager, 1 KiB MTU) so that
- * every test crosses many laps and hits the credit limits quickly.  The
- * suites open their contexts on units no other suite uses (test_tid 2,
- * test_sdma 6 with test_peer's shim-level tests; test_shim uses 7, the
- * provider suites 0, test_rgn 4, the trust suites 5), so suites running
- * at the same time do not meet.
+ * every test crosses many laps and hits the credit limits quickly.  Each
+ * suite opens its contexts on a unit of its own (test_tid 2,
+ * test_shim_ring 3, test_sdma 6, which only test_peer's shim-level tests
+ * share, test_shim 7; the provider suites use 0, test_rgn 4, the trust
+ * suites 5), so suites running at the same time do not meet and
+ * test_shim's context-number assertions hold.
  */
 #ifndef OPX_TEST_SHIM_FIXTURE_H
 #define OPX_TEST_SHIM_FIXTURE_H
@@ -57,10 +60,10 @@ struct shim_dev *t_dev_open(void);
 void t_pair_open(struct t_pair *t);
 void t_pair_close(struct t_pair *t);
 
-/* The bytes around a destination, which no packet may touch. */
+/* test_tid and test_sdma: the bytes around a destination, which no packet may touch. */
 #define T_GUARD 0xa5
-/* len bytes of the pattern of seed; the header of a packet to p
- * (opcode 0x42, tag 0x1234). */
+/* test_tid and test_sdma: len bytes of the pattern of seed; the header
+ * of a packet to p (opcode 0x42, tag 0x1234). */
 void t_fill(void *buf, size_t len, uint64_t seed);
 struct shim_pkt_hdr t_tmpl(const struct shim_peer *p, uint32_t msgid);
 
