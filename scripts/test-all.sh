@@ -104,7 +104,7 @@ build_clang() {
 # to prove it is complete (the integration suites already ran above).
 build_distcheck() {
 	"$REPO/configure" &&
-		make -j"$JOBS" distcheck TESTS='test/unit/test_shim test/unit/test_info test/unit/test_api test/integration/manpage.sh test/integration/install.sh'
+		make -j"$JOBS" distcheck TESTS='test/unit/test_shim test/unit/test_shim_ring test/unit/test_info test/unit/test_api test/integration/manpage.sh test/integration/install.sh'
 }
 
 log "dependencies"
