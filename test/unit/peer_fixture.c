@@ -2,9 +2,15 @@
 /*
  * peer_fixture.c - see peer_fixture.h.
  */
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "peer_fixture.h"
+
+#include "../../driver-shim/shim_internal.h"
 
 static uint8_t tp_pat(unsigned seed, size_t i)
 {
@@ -111,4 +117,52 @@ int tp_cq_one(struct fid_cq *cq, void **ctx, unsigned ms)
 		assert_int_equal(n, -FI_EAGAIN);
 	}
 	return -FI_ETIMEDOUT;
+}
+
+void tp_kill(pid_t pid)
+{
+	int st = 0;
+
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st));
+}
+
+struct shim_addr tp_name(struct fid_ep *ep)
+{
+	struct shim_addr a;
+	size_t len = sizeof(a);
+
+	assert_int_equal(fi_getname(&ep->fid, &a, &len), 0);
+	assert_int_equal(len, sizeof(a));
+	return a;
+}
+
+pid_t tp_live_ctx(int unit, struct shim_addr *a)
+{
+	int up[2];
+	pid_t pid;
+
+	assert_int_equal(pipe(up), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct shim_dev_params p = {.force_unit = -1};
+		struct shim_dev *dev;
+		struct shim_ctx *c;
+
+		memset(a, 0, sizeof(*a));
+		if (shim_dev_open(&p, &dev) == 0 && shim_ctx_open(dev, unit, &c, NULL, NULL) == 0)
+			shim_ctx_addr(c, a);
+		if (write(up[1], a, sizeof(*a)) != (ssize_t)sizeof(*a))
+			_exit(2);
+		for (int i = 0; i < 600; i++)
+			sleep(1);
+		_exit(3);
+	}
+	close(up[1]);
+	assert_int_equal(read(up[0], a, sizeof(*a)), (ssize_t)sizeof(*a));
+	close(up[0]);
+	assert_int_not_equal(a->lid, 0);
+	return pid;
 }

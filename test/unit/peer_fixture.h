@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * peer_fixture.h - what the peer suites (test_peer: peers that die, lie or
- * go away; test_peer_split: the split copy's choices) share: a byte
- * pattern and the provider-level environment (the fixture's endpoint,
- * one more on demand, completions stashed until claimed).
+ * peer_fixture.h - what the peer suites (test_peer: peers that die or go
+ * away; test_peer_forged: peers that lie; test_peer_split: the split
+ * copy's choices) share: a byte pattern, the provider-level environment
+ * (the fixture's endpoint, one more on demand, completions stashed until
+ * claimed) and the processes that play dead or live peers.
  */
 #ifndef OPX_TEST_PEER_FIXTURE_H
 #define OPX_TEST_PEER_FIXTURE_H
@@ -11,8 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "fixture.h"
+#include "shim_abi.h"
 
 #define TP_WAIT_MS 5000u
 
@@ -39,6 +42,13 @@ int tp_cq_one(struct fid_cq *cq, void **ctx, unsigned ms);
 /* fi_tsend retried on -FI_EAGAIN with progress, bounded in time. */
 void tp_tsend(struct tp_env *t, struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
 	      uint64_t tag, void *ctx);
+/* SIGKILL pid, reap it, and check that the signal killed it. */
+void tp_kill(pid_t pid);
+/* The shim address (fi_getname) of ep. */
+struct shim_addr tp_name(struct fid_ep *ep);
+/* A process with a bare receive context on unit, alive until tp_kill;
+ * *a is the context's address. */
+pid_t tp_live_ctx(int unit, struct shim_addr *a);
 int tp_setup(void **state);
 int tp_teardown(void **state);
 

@@ -5,7 +5,7 @@
  * of the receiver's anonymous-peer cache still completes intact, and a
  * receiver with rendezvous sends of its own in flight pulls whole instead
  * of splitting.  The split refused by a receiver that forbids CMA writes
- * is in test_peer.c with the other misbehaving peers.  Every wait is
+ * is in test_peer_forged.c with the other misbehaving peers.  Every wait is
  * bounded in time.
  */
 #include <stdlib.h>
