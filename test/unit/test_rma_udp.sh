@@ -12,6 +12,7 @@ set -eu
 dir=${OPX_BUILD_DIR:-.}/test/unit
 export FI_OPX_WIRE=udp
 "$dir/test_rma"
+"$dir/test_rma_cma"
 "$dir/test_atomic"
 "$dir/test_msg"
 "$dir/test_api"
