@@ -78,10 +78,10 @@ int opx_rndv_init(struct opx_ep *ep)
 	return 0;
 }
 
-void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
+/* The slot back on the free list under a new generation, its peer
+ * released. */
+static void opx_rndv_tx_free(struct opx_ep *ep, struct opx_rndv_tx *t)
 {
-	opx_ep_tx_report(ep, t->context, t->flags, t->len, err);
-	opx_list_remove(&t->link);
 	shim_peer_close(t->peer);
 	t->peer = NULL;
 	t->busy = false;
@@ -89,6 +89,13 @@ void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
 	t->next_free = ep->rndv_free;
 	ep->rndv_free = t;
 	ep->rndv_busy--;
+}
+
+void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
+{
+	opx_ep_tx_report(ep, t->context, t->flags, t->len, err);
+	opx_list_remove(&t->link);
+	opx_rndv_tx_free(ep, t);
 }
 
 int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, uint64_t flags,
@@ -119,15 +126,7 @@ int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, ui
 
 void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie)
 {
-	struct opx_rndv_tx *t = &ep->rndv[(uint32_t)cookie];
-
-	shim_peer_close(t->peer);
-	t->peer = NULL;
-	t->busy = false;
-	t->gen = opx_rndv_gen(ep, t->gen);
-	t->next_free = ep->rndv_free;
-	ep->rndv_free = t;
-	ep->rndv_busy--;
+	opx_rndv_tx_free(ep, &ep->rndv[(uint32_t)cookie]);
 }
 
 /* Take the free receive slot x for a matched rendezvous message that
