@@ -20,6 +20,9 @@
 #include "opx_addr.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
+#include "opx_sep.h"
+#include "opx_stats.h"
 
 #define OPX_MIN_MULTI_RECV_DEFAULT 16384
 

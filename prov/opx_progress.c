@@ -30,6 +30,7 @@
 
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
 
 #define OPX_PROGRESS_BATCH 64
 

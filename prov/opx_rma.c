@@ -39,6 +39,7 @@
 
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
 
 void opx_rma_fini(struct opx_ep *ep)
 {

@@ -59,6 +59,8 @@
 
 #include "opx_addr.h"
 #include "opx_ep.h"
+#include "opx_sep.h"
+#include "opx_stats.h"
 
 /* Ranges tried before giving up with -FI_EBUSY. */
 #define OPX_SEP_TRIES 32
