@@ -18,6 +18,7 @@
 #include <rdma/fi_rma.h>
 
 #include "opx_addr.h"
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"

@@ -28,6 +28,7 @@
  */
 #include <sched.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"

@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "opx_addr.h"
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_sep.h"
 #include "opx_stats.h"
