@@ -115,66 +115,6 @@ struct opx_ux {
 	uint8_t inl[64];
 };
 
-/* Unexpected bytes of one sender (opx_ux.c): open addressing by
- * slid << 16 | sctx; senders beyond OPX_UX_SRC_SLOTS share one count. */
-#define OPX_UX_SRC_SLOTS 256u
-#define OPX_UX_SRC_NONE 0u   /* not counted per sender (no memory for the table) */
-#define OPX_UX_SRC_OWN 1u    /* in the sender's slot */
-#define OPX_UX_SRC_SHARED 2u /* in the slot the senders beyond the table share */
-struct opx_ux_src {
-	uint32_t key;
-	bool used;
-	size_t bytes;
-};
-
-/* Rendezvous send waiting for DONE (pull) or for its SDMA pushes (CTS). */
-struct opx_rndv_tx {
-	struct opx_list link; /* ep->sdma_wait while the engine's ring is full */
-	void *context;
-	uint64_t flags;
-	size_t len;
-	fi_addr_t dest;
-	struct shim_peer *peer;
-	size_t iov_count;
-	struct iovec iov[OPX_IOV_LIMIT];
-	uint64_t rx_cookie;
-	uint32_t cts_ntid;  /* nonzero once a CTS arrived */
-	uint32_t cts_next;  /* TID ranges handed to the engine */
-	uint32_t sdma_left; /* engine requests not yet reaped */
-	uint32_t tid[OPX_IOV_LIMIT];
-	uint64_t tid_len[OPX_IOV_LIMIT];
-	int err;
-	uint32_t gen;
-	uint8_t dones_left; /* DONEs before completion (2 when a CTW was refused) */
-	bool ctw_seen;      /* one CTW per rendezvous */
-	bool busy;
-	struct opx_rndv_tx *next_free;
-};
-
-/* Rendezvous receive waiting for pushed data (CTS path). */
-struct opx_rndv_rx {
-	struct opx_rx_req *req;
-	size_t off;
-	size_t cap;
-	size_t total;
-	size_t expect;
-	size_t placed;
-	uint64_t tag;
-	uint64_t data;
-	fi_addr_t src;
-	struct shim_peer *peer; /* the sender, watched while data is due */
-	int err;                /* split CMA: first error of either half */
-	uint64_t tx_cookie;     /* split: the sender's cookie (second DONE) */
-	struct opx_rts_payload rts; /* split: the sender's iovec (fallback pull) */
-	size_t half;            /* split: where the sender's part starts */
-	uint32_t tid[OPX_IOV_LIMIT];
-	uint32_t ntid;
-	uint32_t gen;
-	uint8_t pflags;
-	bool busy;
-	struct opx_rndv_rx *next_free;
-};
-
 /* Multi-packet eager reassembly in progress (at most one: the packets of a
  * message are consecutive in the header queue). */
 /* Packets of one multi-packet eager message over the udp wire at most:
@@ -205,37 +145,8 @@ struct opx_mp_state {
 #define OPX_SEP_TX 1
 #define OPX_SEP_RX 2
 
-/* Where a scalable endpoint's context opens (opx_sep.c): context number
- * ctx with nonce, its udp socket on ipv4 and port (network order); the
- * service port of the whole endpoint claimed for its first context only,
- * in the name sep. */
-struct opx_ep_at {
-	int ctx;
-	uint32_t nonce;
-	uint32_t ipv4;
-	uint16_t port;
-	uint8_t sep;
-	uint8_t role;
-	bool first;
-	bool udp; /* the first context has a udp socket: this one must too */
-};
-
-/* opx_ep.c: an endpoint, opened where at says (NULL: anywhere), and the
- * fid ops of a plain one, which a scalable endpoint's contexts call. */
-int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
-		  const struct opx_ep_at *at, void *context, struct opx_ep **epp);
-extern struct fi_ops opx_ep_fi_ops;
-/* Unbind its CQs and counters and disable it (a scalable endpoint's
- * context closed: its receive context stays the endpoint's). */
-void opx_ep_disable(struct opx_ep *ep);
-/* The never-enabled endpoint a scalable endpoint's fid is (opx_sep.c). */
-struct opx_ep *opx_ep_shell(struct opx_domain *domain, const struct shim_addr *name,
-			    void *context);
-
 /* Anonymous peers: senders not in our AV we must answer (DONE). */
 #define OPX_ANON_PEERS 128
-
-#define OPX_RNDV_SLOTS 1024
 
 struct opx_ep {
 	struct fid_ep ep_fid;
@@ -376,71 +287,12 @@ uint64_t opx_rel_keepalive_ns(void);
 void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowledged */
 void opx_rel_fini(struct opx_ep *ep);
 
-/* opx_stats.c: telemetry.  Counting helpers for the data path (lock held). */
-static inline void opx_stats_msg(struct opx_stats_proto *by_proto, uint64_t *hist,
-				 enum opx_proto proto, uint64_t len)
-{
-	by_proto[proto].msgs++;
-	by_proto[proto].bytes += len;
-	hist[opx_stats_bucket(len)]++;
-}
-#define opx_stats_tx(ep, proto, len) opx_stats_msg((ep)->stats.tx, (ep)->stats.tx_hist, proto, len)
-#define opx_stats_rx(ep, proto, len) opx_stats_msg((ep)->stats.rx, (ep)->stats.rx_hist, proto, len)
-/* How a rendezvous of len bytes moves, as both sides plan it: across
- * hosts (udp) there is no CMA, the sender pushes. */
-static inline enum opx_proto opx_stats_rndv_proto(uint64_t len, bool udp)
-{
-	if (!opx_env.rndv_cma || udp)
-		return OPX_PROTO_RNDV_PUSH;
-	return opx_env.rndv_split && len >= opx_env.rndv_split ? OPX_PROTO_RNDV_SPLIT
-							       : OPX_PROTO_RNDV_PULL;
-}
-/* A message arrived before its receive: queue it, and count it. */
-static inline void opx_ux_queue(struct opx_ep *ep, bool tagged, struct opx_ux *ux)
-{
-	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
-	ux->queued = true;
-	ep->stats.ux_msgs++;
-	if (++ep->ux_cnt > ep->stats.ux_peak)
-		ep->stats.ux_peak = ep->ux_cnt;
-	if (ep->ux_bytes > ep->stats.ux_bytes_peak)
-		ep->stats.ux_bytes_peak = ep->ux_bytes;
-}
-int opx_stats_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
-		       void *context);
-void opx_stats_ep_close(struct opx_ep *ep);
-
 /* opx_match.c: matching engine and delivery.  All with the domain lock held. */
 struct opx_rx_req *opx_req_get(struct opx_ep *ep);
 static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 {
 	ep->posted_cnt--;
 	opx_list_insert_head(&ep->req_free, &req->link);
-}
-/* opx_ux.c: the unexpected-message store and its bounds.  Lock held.
- * A descriptor for an unexpected message of sender (slid, sctx) holding
- * len payload bytes; NULL when the sender is over its share of the bound
- * (opx_ux_src_over, with the ring's slack): the packet stays queued. */
-struct opx_ux *opx_ux_get(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t len);
-void opx_ux_src_refund(struct opx_ep *ep, const struct opx_ux *ux);
-/* Whether sender (slid, sctx) may not add unexpected bytes now: it holds
- * FI_OPX_UX_PEER_MAX_BYTES, or the endpoint holds FI_OPX_UX_MAX_BYTES +
- * slack and the sender at least its fair share of that (the bound over
- * the senders holding any).  A sender with less never waits for the
- * others: one sender cannot block the rest. */
-bool opx_ux_src_over(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t slack);
-void opx_ux_src_fini(struct opx_ep *ep);
-/* An unexpected-message descriptor back to the pool, its bytes off the bound. */
-static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
-{
-	opx_ux_src_refund(ep, ux);
-	ep->ux_bytes -= ux->cost;
-	if (ux->queued)
-		ep->ux_cnt--;
-	if (ux->buf != ux->inl)
-		free(ux->buf);
-	ux->buf = NULL;
-	opx_list_insert_head(&ep->ux_free, &ux->link);
 }
 /* opx_match.c again: matching */
 struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
@@ -484,46 +336,6 @@ void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
 void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
 		     int err);
-
-/* opx_rndv.c, opx_rndv_peer.c: rendezvous, both sides (opx_rndv.h: between them) */
-int opx_rndv_init(struct opx_ep *ep);
-void opx_rndv_fini(struct opx_ep *ep);
-int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov, size_t cnt,
-		  size_t len, uint64_t tag, uint64_t data, uint8_t pflags, void *context,
-		  uint64_t flags, fi_addr_t dest);
-int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-		   struct opx_ux *ux);
-void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
-struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src);
-struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src);
-int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
-void opx_rndv_progress(struct opx_ep *ep);
-void opx_rndv_check_peers(struct opx_ep *ep);
-/* An RTS payload the receiver may act on: its source is the packet's
- * source and its iovec adds up to the message length. */
-bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload *rts);
-/* One Cross Memory Attach copy of len bytes between our liov and riov in
- * the process that owns peer (the one the shim verified when it mapped
- * it, never a pid from a packet); write: ours into theirs.  Returns the
- * bytes copied, -ESRCH when no verified process is there, or -errno
- * (-EPERM, -ENOSYS: CMA not permitted).  The iovecs may be advanced. */
-ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt, struct iovec *riov,
-		     size_t rcnt, size_t len, bool write);
-/* FI_DELIVERY_COMPLETE eager sends (opx_msg.c) use a rendezvous send slot
- * that the receiver's DONE completes: get one (-EAGAIN when none is
- * free), put it back unused (no completion), and, on the receiving side,
- * answer a sender with DONE(cookie). */
-int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, uint64_t flags,
-		    size_t len, fi_addr_t dest, uint64_t *cookie);
-void opx_rndv_dc_put(struct opx_ep *ep, uint64_t cookie);
-void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, uint64_t cookie);
-
-
-static inline bool opx_rndv_pending(const struct opx_ep *ep)
-{
-	return ep->sdma_reqs || !opx_list_empty(&ep->ctl_pend) ||
-	       !opx_list_empty(&ep->sdma_wait) || !opx_list_empty(&ep->cts_defer);
-}
 
 /* Header of a packet this endpoint sends to peer. */
 static inline void opx_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,

@@ -3,14 +3,64 @@
  * opx_rndv.h - between the two files of the rendezvous: opx_rndv.c (the
  * protocol's steps, described there) calls opx_rndv_peer.c (slots,
  * control packets, peers, CMA) through what is declared here, and
- * opx_rndv_peer.c never calls opx_rndv.c.  What the rest of the provider
- * calls is declared in opx_ep.h.
+ * opx_rndv_peer.c never calls opx_rndv.c.  Both keep the slots below.
+ * What the rest of the provider calls is declared in opx_rndv_api.h.
  */
 #ifndef OPX_RNDV_H
 #define OPX_RNDV_H
 
 #include "opx_ep.h"
+#include "opx_rndv_api.h"
 
+#define OPX_RNDV_SLOTS 1024
+
+/* Rendezvous send waiting for DONE (pull) or for its SDMA pushes (CTS). */
+struct opx_rndv_tx {
+	struct opx_list link; /* ep->sdma_wait while the engine's ring is full */
+	void *context;
+	uint64_t flags;
+	size_t len;
+	fi_addr_t dest;
+	struct shim_peer *peer;
+	size_t iov_count;
+	struct iovec iov[OPX_IOV_LIMIT];
+	uint64_t rx_cookie;
+	uint32_t cts_ntid;  /* nonzero once a CTS arrived */
+	uint32_t cts_next;  /* TID ranges handed to the engine */
+	uint32_t sdma_left; /* engine requests not yet reaped */
+	uint32_t tid[OPX_IOV_LIMIT];
+	uint64_t tid_len[OPX_IOV_LIMIT];
+	int err;
+	uint32_t gen;
+	uint8_t dones_left; /* DONEs before completion (2 when a CTW was refused) */
+	bool ctw_seen;      /* one CTW per rendezvous */
+	bool busy;
+	struct opx_rndv_tx *next_free;
+};
+
+/* Rendezvous receive waiting for pushed data (CTS path). */
+struct opx_rndv_rx {
+	struct opx_rx_req *req;
+	size_t off;
+	size_t cap;
+	size_t total;
+	size_t expect;
+	size_t placed;
+	uint64_t tag;
+	uint64_t data;
+	fi_addr_t src;
+	struct shim_peer *peer; /* the sender, watched while data is due */
+	int err;                /* split CMA: first error of either half */
+	uint64_t tx_cookie;     /* split: the sender's cookie (second DONE) */
+	struct opx_rts_payload rts; /* split: the sender's iovec (fallback pull) */
+	size_t half;            /* split: where the sender's part starts */
+	uint32_t tid[OPX_IOV_LIMIT];
+	uint32_t ntid;
+	uint32_t gen;
+	uint8_t pflags;
+	bool busy;
+	struct opx_rndv_rx *next_free;
+};
 /* A slot's cookie: its index, and its generation in the high 32 bits. */
 static inline uint64_t opx_rndv_cookie(uint32_t gen, size_t idx)
 {

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "opx_ep.h"
+#include "opx_wait.h"
 
 #define OPX_AUTO_BUSY_NS 2000000ull /* the application progressed this recently */
 #define OPX_AUTO_TICK_NS 200000ull   /* the thread's look while it does */

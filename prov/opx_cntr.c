@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "opx.h"
+#include "opx_cq.h"
 
 
 /* Private part; struct opx_cntr (opx.h) first so other files use it. */

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "opx.h"
+#include "opx_cq.h"
 
 
 #define OPX_CQ_DEF_SIZE 1024

@@ -18,8 +18,12 @@
 #include <rdma/fi_rma.h>
 
 #include "opx_addr.h"
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
+#include "opx_sep.h"
+#include "opx_stats.h"
 
 #define OPX_MIN_MULTI_RECV_DEFAULT 16384
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "opx.h"
+#include "opx_wait.h"
 
 /*
  * fi_eq_write flag that inserts an error entry (buf is a struct

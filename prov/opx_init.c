@@ -19,6 +19,7 @@
 
 #include "opx_ep.h"
 #include "opx_param.h"
+#include "opx_wait.h"
 
 static void opx_cleanup(void);
 

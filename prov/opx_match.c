@@ -12,7 +12,10 @@
  */
 #include <stdlib.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
+#include "opx_rndv_api.h"
+#include "opx_ux.h"
 
 #define OPX_POSTED_MAX (1u << 20) /* bound on posted receives per endpoint */
 

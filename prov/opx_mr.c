@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 

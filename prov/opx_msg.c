@@ -13,7 +13,10 @@
  */
 #include <stdlib.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
+#include "opx_rndv_api.h"
+#include "opx_stats.h"
 
 /* Largest message sent eagerly to a peer of the udp wire: ours
  * (FI_OPX_UDP_EAGER_MAX) lowered to what the receiver advertises in its

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "opx.h"
+#include "opx_cq.h"
 
 struct opx_poll_member {
 	struct fid *fid;

@@ -28,8 +28,10 @@
  */
 #include <sched.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
 
 #define OPX_PROGRESS_BATCH 64
 

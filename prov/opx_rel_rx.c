@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "opx_rel_priv.h"
+#include "opx_ux.h"
 
 #define OPX_REL_NACK_BATCH 64u     /* NACK datagrams per scan at most */
 

@@ -37,8 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
 
 void opx_rma_fini(struct opx_ep *ep)
 {

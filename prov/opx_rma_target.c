@@ -28,8 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
 
 struct opx_rma_state *opx_rma_target_state(struct opx_ep *ep)
 {

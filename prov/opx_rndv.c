@@ -108,6 +108,7 @@
 #include <sys/uio.h>
 
 #include "opx_rndv.h"
+#include "opx_ux.h"
 #include "shim_dma.h"
 
 /* A control or data packet must come from the peer its cookie was given

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "opx_rndv.h"
+#include "opx_ux.h"
 #include "shim_dma.h"
 
 /* ---------------------------------------------------------------------

@@ -29,6 +29,9 @@
 
 #include "opx_ep.h"
 #include "opx_rma.h"
+#include "opx_rndv_api.h"
+#include "opx_stats.h"
+#include "opx_ux.h"
 
 typedef int (*opx_rx_handler)(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 

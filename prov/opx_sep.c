@@ -58,7 +58,10 @@
 #include <string.h>
 
 #include "opx_addr.h"
+#include "opx_cq.h"
 #include "opx_ep.h"
+#include "opx_sep.h"
+#include "opx_stats.h"
 
 /* Ranges tried before giving up with -FI_EBUSY. */
 #define OPX_SEP_TRIES 32

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "opx_ep.h"
+#include "opx_stats.h"
 
 static const char *const opx_proto_names[OPX_PROTO_MAX] = {
 	[OPX_PROTO_INJECT] = "inject",

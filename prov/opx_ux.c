@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "opx_ep.h"
+#include "opx_ux.h"
 
 /* ---------------------------------------------------------------------
  * Unexpected bytes per sender.

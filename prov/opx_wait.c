@@ -24,6 +24,7 @@
 #include <sys/epoll.h>
 
 #include "opx_ep.h"
+#include "opx_wait.h"
 
 /* sched_yield() rounds after the spin phase, before sleeping. */
 #define OPX_WAIT_YIELDS 64

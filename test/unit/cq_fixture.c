@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cq_fixture.h"
+#include "opx_cq.h"
 
 struct fi_info *g_info;
 struct fid_fabric *g_fabric;

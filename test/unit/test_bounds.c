@@ -31,6 +31,7 @@
 
 #include "fixture.h"
 #include "opx_ep.h"
+#include "opx_ux.h"
 #include "shim_udp_wire.h"
 
 #define TQ_WAIT_MS 30000u

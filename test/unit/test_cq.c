@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cq_fixture.h"
+#include "opx_cq.h"
 
 /* ---------------------------------------------------------------------
  * Formats.

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cq_fixture.h"
+#include "opx_cq.h"
 
 /* ---------------------------------------------------------------------
  * Blocking reads.

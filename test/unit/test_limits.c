@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "opx_cq.h"
 #include "opx_ep.h"
 
 #define TL_CHILD "--limits-child"
