@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run the two-process libfabric functional suite (opx_fi_test) for a
 # provider (default opx).  Uses the automake-built binary when present,
-# otherwise compiles test/integration/opx_fi_{test,subtests}.c into a
+# otherwise compiles test/integration/opx_fi_{test,subtests,subtests_large}.c into a
 # temp dir.  For opx the suite runs once per rendezvous path: the default
 # (single-copy Cross Memory Attach pull) and FI_OPX_RNDV_CMA=0 (SDMA/TID
 # push), since every message above the eager limit takes one or the other.
@@ -24,7 +24,7 @@ else
 	trap 'rm -rf "$tmp"' EXIT
 	bin=$tmp/opx_fi_test
 	if ! gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror \
-	     -o "$bin" "$here/opx_fi_test.c" "$here/opx_fi_subtests.c" \
+	     -o "$bin" "$here/opx_fi_test.c" "$here/opx_fi_subtests.c" "$here/opx_fi_subtests_large.c" \
 	     -lfabric; then
 		echo "FAIL: cannot build opx_fi_test"
 		exit 1

@@ -1,7 +1,8 @@
 /*
  * opx_fi_test.h - shared by the opx_fi_test harness (opx_fi_test.c: two
  * processes, control channel, setup, completion plumbing, generic send /
- * receive helpers, main) and its subtests (opx_fi_subtests.c).
+ * receive helpers, main) and its subtests (opx_fi_subtests.c,
+ * opx_fi_subtests_large.c).
  *
  * A subtest is one function run by both sides in lock step: T.side says
  * which one it is (0 = A, the parent, mostly receives; 1 = B, the child,
@@ -150,13 +151,18 @@ void t_split(size_t total, size_t n, const unsigned *w, size_t *out);
 size_t t_layout(char *buf, size_t n, const size_t *len, struct iovec *iov,
 		size_t gap, int fill);
 
-/* ---- subtests (opx_fi_subtests.c) ------------------------------------------ */
+/* ---- subtests (opx_fi_subtests*.c) ----------------------------------------- */
 struct subtest {
 	const char *name;
 	int (*fn)(void);
 	int need_multi;
 };
 extern const struct subtest t_tests[];
+/* the large-message subtests (opx_fi_subtests_large.c) */
+int st_iov_large(void);
+int st_cancel_large(void);
+int st_peek_large(void);
+int st_order_large(void);
 extern const size_t t_ntests;
 
 #endif /* OPX_FI_TEST_H */
