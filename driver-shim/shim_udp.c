@@ -143,6 +143,8 @@ void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce)
 	 * lock around both), so the tail is where the new flow starts */
 	l->base = (uint32_t)tail;
 	l->sent = (uint32_t)tail;
+	l->wait_cnt = 0;
+	l->wait_bytes = 0;
 	atomic_store_explicit(&p->ctl->hdr_head, (uint32_t)tail, memory_order_release);
 	atomic_store_explicit(&p->ctl->egr_head, (uint32_t)(tail >> 32), memory_order_release);
 	p->hdr_credit_head = (uint32_t)tail;
@@ -205,6 +207,9 @@ struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip, uint16
 bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
 			const struct shim_pkt_hdr *ph, const uint8_t *d, size_t n)
 {
+	if (uh->type == SHIM_UDP_PACK)
+		return n >= sizeof(*uh) &&
+		       shim_udp_auth_check(&u->auth, uh, NULL, d + sizeof(*uh), n - sizeof(*uh));
 	if (uh->type != SHIM_UDP_DATA)
 		return shim_udp_auth_check(&u->auth, uh, NULL, NULL, 0);
 	if (n < SHIM_UDP_HDRS)
@@ -221,6 +226,24 @@ size_t shim_udp_seg_len(const uint8_t *d, size_t n)
 	if (n < sizeof(uh))
 		return n;
 	memcpy(&uh, d, sizeof(uh));
+	if (uh.type == SHIM_UDP_PACK) {
+		/* its packets' own lengths, as far as they are there */
+		len = sizeof(uh);
+		if (uh.rhf < 2 || uh.rhf > SHIM_UDP_PACK_MAX)
+			return n;
+		for (uint32_t k = 0; k < uh.rhf; k++) {
+			struct shim_udp_frame fr;
+
+			if (n - len < sizeof(fr) + sizeof(ph))
+				return n;
+			memcpy(&fr, d + len, sizeof(fr));
+			len += sizeof(fr) + sizeof(ph);
+			if (fr.len > n - len)
+				return n;
+			len += fr.len;
+		}
+		return len;
+	}
 	if (uh.type != SHIM_UDP_DATA)
 		return sizeof(uh);
 	if (n < SHIM_UDP_HDRS || !(uh.rhf & SHIM_RHF_EGR))
@@ -264,7 +287,7 @@ static void shim_udp_wd_scan(struct shim_udp *u, uint64_t now)
 		if ((size_t)n >= SHIM_UDP_HDRS)
 			memcpy(&ph, u->wd_buf + sizeof(uh), sizeof(ph));
 		if (uh.magic != SHIM_UDP_MAGIC || uh.version != SHIM_UDP_VERSION ||
-		    uh.type < SHIM_UDP_DATA || uh.type > SHIM_UDP_NACK ||
+		    uh.type < SHIM_UDP_DATA || uh.type > SHIM_UDP_PACK ||
 		    !shim_udp_authentic(u, &uh, &ph, u->wd_buf, (size_t)n) ||
 		    uh.src_ipv4 != from.sin_addr.s_addr || uh.src_port != from.sin_port ||
 		    uh.jkey != u->ctx->rx.jkey || !uh.src_nonce ||
@@ -563,6 +586,7 @@ int shim_udp_forget(struct shim_peer *peer)
 	u->nlinks--;
 	u->st.links_freed++;
 	pthread_mutex_unlock(&u->lock);
+	shim_udp_unwait(l);
 	free(peer->claim);
 	shim_udp_link_free(l);
 	return 0;
@@ -731,6 +755,8 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	if (rc)
 		goto err;
 	u->tx = malloc(sizeof(*u->tx)); /* NULL: datagram by datagram */
+	if (!dev->params.udp_no_pack) /* NULL: no packing */
+		u->pack = malloc(SHIM_UDP_HDRS + mtu);
 	u->gso = true;
 	if (!u->rbuf || !u->scratch || !u->held || !u->wd_buf) {
 		rc = -ENOMEM;
@@ -742,9 +768,9 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	 * bounds what is in flight towards a peer, to what a queue of the
 	 * size we got holds (the kernel counts about twice a datagram's
 	 * bytes, and reports twice what it grants); peers are assumed to be
-	 * configured alike.  Everything published is sent at once, so
-	 * nothing waits for this process to progress (the watchdog only
-	 * sends again). */
+	 * configured alike.  What is published is sent at once, or (small
+	 * packets while others are in flight, shim_udp_kick) at the owner's
+	 * next progress call; the watchdog only sends again. */
 	if (setsockopt(u->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf)) < 0)
 		(void)setsockopt(u->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	(void)setsockopt(u->fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
@@ -795,6 +821,7 @@ err:
 	free(u->held);
 	free(u->wd_buf);
 	free(u->tx);
+	free(u->pack);
 	free(u);
 	return rc;
 }
@@ -806,6 +833,9 @@ int shim_udp_wait_arm(struct shim_ctx *ctx)
 
 	if (!u || u->in_wait || ctx->wait_fd < 0)
 		return 0;
+	/* nothing waits for company while we sleep */
+	if (u->ndefer)
+		shim_udp_flush_waiting(u);
 	/* datagrams of a run taken from the socket, not yet handed out:
 	 * nothing would wake us for them */
 	if (shim_udp_rx_pending(u))
@@ -889,6 +919,7 @@ void shim_udp_close(struct shim_ctx *ctx)
 	free(u->held);
 	free(u->wd_buf);
 	free(u->tx);
+	free(u->pack);
 	shim_udp_auth_fini(&u->auth);
 	pthread_mutex_destroy(&u->lock);
 	free(u);

@@ -38,6 +38,9 @@
 #define SHIM_UDP_GSO_SEGS 64u
 /* A receive buffer with UDP_GRO on: the largest UDP payload, rounded up. */
 #define SHIM_UDP_GRO_BYTES 65536u
+/* Links whose small packets wait for company (shim_udp_kick) at most;
+ * beyond it a link sends at once. */
+#define SHIM_UDP_DEFER_MAX 64u
 
 /* Links (flows) a context keeps at most: a source beyond it is dropped
  * (drop_quota) until a link goes. */
@@ -56,7 +59,8 @@ struct shim_udp_auth {
 int shim_udp_auth_init(struct shim_udp_auth *a, int mode, const uint8_t key[SHIM_AUTH_KEY_BYTES]);
 void shim_udp_auth_fini(struct shim_udp_auth *a);
 /* Set uh->auth and uh->mac over uh, the packet header (DATA, else NULL)
- * and, FULL, the payload. uh->crc must be final. */
+ * and, FULL or a PACK datagram, the payload (a PACK's: all after uh).
+ * uh->crc must be final. */
 void shim_udp_auth_seal(const struct shim_udp_auth *a, struct shim_udp_hdr *uh,
 			const struct shim_pkt_hdr *ph, const uint8_t *pay, size_t paylen);
 /* Whether a received datagram's tag is right (constant time) and its
@@ -92,6 +96,13 @@ struct shim_udp_link {
 	uint32_t sent;              /* ring position of the next first transmission */
 	bool dead;
 	bool hold;                  /* shim_udp_hold: publishes wait for shim_udp_unhold */
+	/* Packing (shim_udp_kick): the first wait_cnt packets from sent
+	 * wait for company, wait_bytes as PACK frames; waiting: in the
+	 * wire's defer list; flushing: shim_udp_flush sends them now. */
+	uint32_t wait_cnt;
+	uint32_t wait_bytes;
+	bool waiting;
+	bool flushing;
 	void *mem;
 	size_t mem_len;
 	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
@@ -127,6 +138,9 @@ struct shim_udp {
 	bool faulty;                /* fault injection configured: datagram by datagram */
 	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
 	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
+	uint8_t *pack;              /* a PACK datagram being built; NULL: no packing */
+	struct shim_udp_link *defer[SHIM_UDP_DEFER_MAX]; /* links with packets waiting */
+	uint32_t ndefer;
 	uint8_t *rbuf;              /* SHIM_UDP_BATCH receive buffers */
 	size_t rbuf_sz;
 	struct mmsghdr msgs[SHIM_UDP_BATCH];
@@ -139,6 +153,16 @@ struct shim_udp {
 	int rx_msg;
 	size_t rx_off;
 	size_t rx_seg;
+	/* A validated PACK datagram being handed out: pk_left packets from
+	 * byte pk_off of pk_d (in the receive buffers, which are not
+	 * received into again before it is all handed out), the next being
+	 * psn pk_uh.psn + pk_idx, from pk_from. */
+	const uint8_t *pk_d;
+	size_t pk_off;
+	uint32_t pk_left;
+	uint32_t pk_idx;
+	struct shim_udp_hdr pk_uh;
+	struct sockaddr_in pk_from;
 	/* Receive one datagram per call (recvmsg: an empty poll costs half
 	 * an empty recvmmsg) until SHIM_UDP_BATCH_AFTER calls in a row found
 	 * one, then batches (recvmmsg) while a call takes more than one. */
@@ -191,8 +215,12 @@ size_t shim_udp_seg_len(const uint8_t *d, size_t n);
  * not show them. */
 static inline bool shim_udp_rx_pending(const struct shim_udp *u)
 {
-	return u->rx_msg < u->rx_filled;
+	return u->rx_msg < u->rx_filled || u->pk_left;
 }
+/* Send what waits for company on the wire's links now (the owner). */
+void shim_udp_flush_waiting(struct shim_udp *u);
+/* Forget a link's place in the defer list (it is freed). */
+void shim_udp_unwait(struct shim_udp_link *l);
 
 /* The watchdog, for a sender we have no link to (we never read from it:
  * its first datagrams wait unread while we compute): an ACK with ack 0

@@ -19,7 +19,10 @@
  *   hdr: tag = SipHash128(hdr_key, udp header with mac = 0 || packet header)
  *        (the packet header only in DATA datagrams; control datagrams are
  *        a udp header and nothing else, so they are covered whole);
- *   full: the same input followed by SipHash128(pay_key, payload).
+ *   full: the same input followed by SipHash128(pay_key, payload);
+ *   PACK datagrams, in both modes: the udp header followed by
+ *        SipHash128(pay_key, everything after it) (their packet headers
+ *        are interleaved with the payloads).
  * The udp header names the mode (auth) and the sender's socket address,
  * both covered, so a mode mismatch and a replay from another address are
  * refused before anything else is looked at.
@@ -59,7 +62,7 @@ void shim_udp_auth_fini(struct shim_udp_auth *a)
 }
 
 /* The tag of a datagram: uh (its mac field read as 0), the packet header
- * (DATA) and the payload (FULL). */
+ * (DATA) and the payload (FULL, and every PACK). */
 static void shim_udp_auth_tag(const struct shim_udp_auth *a, const struct shim_udp_hdr *uh,
 			      const struct shim_pkt_hdr *ph, const uint8_t *pay, size_t paylen,
 			      uint8_t tag[SHIM_UDP_MAC_BYTES])
@@ -73,7 +76,7 @@ static void shim_udp_auth_tag(const struct shim_udp_auth *a, const struct shim_u
 		memcpy(in + n, ph, sizeof(*ph));
 		n += sizeof(*ph);
 	}
-	if (a->mode == SHIM_AUTH_FULL) {
+	if (a->mode == SHIM_AUTH_FULL || uh->type == SHIM_UDP_PACK) {
 		crypto_shorthash_siphashx24(in + n, pay, paylen, a->pay_key);
 		n += SHIM_UDP_MAC_BYTES;
 	}

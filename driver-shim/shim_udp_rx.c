@@ -53,6 +53,50 @@ static void shim_udp_drop(struct shim_udp *u, uint64_t *counter, uint32_t bit,
 	warn(msg);
 }
 
+/* A tagged PACK datagram's packets, each checked as a DATA datagram's
+ * would be (its length against its header, only EGR, the sender named
+ * in both headers), up to the datagram's last byte. */
+static bool shim_udp_pack_valid(struct shim_udp *u, const uint8_t *d, size_t n,
+				const struct sockaddr_in *from, const struct shim_udp_hdr *uh)
+{
+	size_t off = sizeof(*uh);
+
+	if (uh->rhf < 2 || uh->rhf > SHIM_UDP_PACK_MAX) {
+		u->st.drop_len++;
+		return false;
+	}
+	for (uint32_t k = 0; k < uh->rhf; k++) {
+		struct shim_udp_frame fr;
+		struct shim_pkt_hdr ph;
+
+		if (n - off < sizeof(fr) + sizeof(ph)) {
+			u->st.drop_len++;
+			return false;
+		}
+		memcpy(&fr, d + off, sizeof(fr));
+		memcpy(&ph, d + off + sizeof(fr), sizeof(ph));
+		off += sizeof(fr) + sizeof(ph);
+		if ((fr.rhf & ~SHIM_RHF_EGR) ||
+		    (fr.rhf ? !fr.len || fr.len != ph.paylen || fr.len > u->ctx->rx.mtu ||
+				      fr.len > n - off
+			    : fr.len || ph.paylen > SHIM_INLINE_MAX)) {
+			u->st.drop_len++;
+			return false;
+		}
+		if (ph.slid != uh->src_lid || ph.sctx != uh->src_ctx) {
+			shim_udp_drop(u, &u->st.drop_ident, SHIM_UDP_WARN_IDENT, from,
+				      "its packet header names another sender than its datagram");
+			return false;
+		}
+		off += fr.len;
+	}
+	if (off != n) {
+		u->st.drop_len++;
+		return false;
+	}
+	return true;
+}
+
 static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struct sockaddr_in *from,
 			   struct shim_udp_pkt *pkt)
 {
@@ -66,7 +110,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 	}
 	memcpy(uh, d, sizeof(*uh));
 	if (uh->magic != SHIM_UDP_MAGIC || uh->version != SHIM_UDP_VERSION || uh->type < SHIM_UDP_DATA ||
-	    uh->type > SHIM_UDP_NACK) {
+	    uh->type > SHIM_UDP_PACK) {
 		u->st.drop_magic++;
 		return false;
 	}
@@ -121,6 +165,8 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 		return false;
 	}
 	pkt->pay = NULL;
+	if (uh->type == SHIM_UDP_PACK)
+		return shim_udp_pack_valid(u, d, n, from, uh);
 	if (uh->type != SHIM_UDP_DATA) {
 		if (n != sizeof(*uh)) {
 			u->st.drop_len++;
@@ -311,6 +357,45 @@ static bool shim_udp_next_seg(struct shim_udp *u, uint8_t **d, size_t *len, int 
 	return false;
 }
 
+/* Hand out up to max packets of the PACK datagram being handed out (it
+ * was validated whole: shim_udp_pack_valid), as the DATA packets they
+ * are; how many.  Its flow is looked up again: a call may come after the
+ * provider forgot it (then the rest is dropped). */
+static int shim_udp_pack_next(struct shim_udp *u, struct shim_udp_pkt *pkts, int max,
+			      uint64_t now)
+{
+	struct shim_udp_link *l =
+		shim_udp_link_find(u, u->pk_from.sin_addr.s_addr, u->pk_from.sin_port);
+	int got = 0;
+
+	if (!l || l->remote_nonce != u->pk_uh.src_nonce) {
+		u->pk_left = 0;
+		return 0;
+	}
+	for (; got < max && u->pk_left; got++) {
+		struct shim_udp_pkt *pkt = &pkts[got];
+		struct shim_udp_frame fr;
+
+		memcpy(&fr, u->pk_d + u->pk_off, sizeof(fr));
+		pkt->uh = u->pk_uh;
+		pkt->uh.type = SHIM_UDP_DATA;
+		pkt->uh.psn = u->pk_uh.psn + u->pk_idx;
+		pkt->uh.rhf = fr.rhf;
+		memset(&pkt->e, 0, sizeof(pkt->e));
+		memcpy(&pkt->e.hdr, u->pk_d + u->pk_off + sizeof(fr), sizeof(pkt->e.hdr));
+		pkt->e.rhf = fr.rhf;
+		u->pk_off += sizeof(fr) + sizeof(pkt->e.hdr);
+		pkt->pay = fr.len ? u->pk_d + u->pk_off : NULL;
+		u->pk_off += fr.len;
+		pkt->peer = &l->pp.pub;
+		pkt->rx_ns = now;
+		u->pk_idx++;
+		u->pk_left--;
+		u->st.rx_packed++;
+	}
+	return got;
+}
+
 int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 {
 	struct shim_udp *u = ctx ? ctx->udp : NULL;
@@ -329,18 +414,33 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 				      memory_order_relaxed);
 	/* what the last call left of a run first: the buffers it points
 	 * into are not received into again before it is all handed out */
-	if (u->rx_msg >= u->rx_filled && shim_udp_take(u, max) <= 0)
+	if (!u->pk_left && u->rx_msg >= u->rx_filled && shim_udp_take(u, max) <= 0)
 		return 0;
 	now = shim_udp_now(); /* one clock read for the batch */
-	while (got < max && shim_udp_next_seg(u, &d, &len, &i)) {
+	while (got < max) {
 		struct shim_udp_pkt *pkt = &pkts[got];
 		struct shim_udp_link *l;
 
+		if (u->pk_left) {
+			got += shim_udp_pack_next(u, pkts + got, max - got, now);
+			continue;
+		}
+		if (!shim_udp_next_seg(u, &d, &len, &i))
+			break;
 		if (!shim_udp_valid(u, d, len, &u->from[i], pkt))
 			continue;
 		l = shim_udp_source(u, &u->from[i], &pkt->uh, now);
 		if (!l)
 			continue;
+		if (pkt->uh.type == SHIM_UDP_PACK) {
+			u->pk_d = d;
+			u->pk_off = sizeof(pkt->uh);
+			u->pk_left = pkt->uh.rhf;
+			u->pk_idx = 0;
+			u->pk_uh = pkt->uh;
+			u->pk_from = u->from[i];
+			continue;
+		}
 		pkt->peer = &l->pp.pub;
 		pkt->rx_ns = now;
 		got++;

@@ -1,10 +1,22 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * shim_udp_tx.c - the udp wire's send side: datagrams framed from the
- * link's send ring, batched first transmissions (sendmmsg, GSO), fault
- * injection, retransmission and control datagrams, and the flow state the
+ * link's send ring, batched first transmissions (sendmmsg, GSO), small
+ * packets packed into shared datagrams (PACK), fault injection,
+ * retransmission and control datagrams, and the flow state the
  * reliability module reads (acknowledged, sent, times).  See shim_udp.c
  * for the whole wire.
+ *
+ * Packing.  A packet published to a peer that has nothing in flight goes
+ * at once: a lone message never waits for company.  While datagrams to
+ * the peer are in flight (sent, not yet acknowledged), small packets
+ * wait in the send ring (the link joins the wire's defer list) until a
+ * flush point: a datagram's worth waits (it goes as one PACK datagram),
+ * a packet that cannot be packed is published (everything goes), or the
+ * owner flushes (shim_udp_flush: the provider's every progress call, and
+ * before a sleep).  The per-datagram cost of a kernel socket (a system
+ * call each way, a few microseconds) is then paid once per batch instead
+ * of once per message.
  */
 #include <errno.h>
 #include <netinet/udp.h>
@@ -112,7 +124,11 @@ void shim_udp_flush(struct shim_ctx *ctx)
 {
 	struct shim_udp *u = ctx ? ctx->udp : NULL;
 
-	if (!u || !u->held_len)
+	if (!u)
+		return;
+	if (u->ndefer)
+		shim_udp_flush_waiting(u);
+	if (!u->held_len)
 		return;
 	pthread_mutex_lock(&u->lock);
 	shim_udp_flush_held(u);
@@ -278,9 +294,163 @@ static void shim_udp_xmit_batch(struct shim_udp_link *l, uint32_t pos, uint32_t 
 	shim_udp_sent(l);
 }
 
+/* ---------------------------------------------------------------------
+ * Packing
+ */
+/* Bytes the staged packet e takes in a PACK datagram. */
+static uint32_t shim_udp_frame_bytes(const struct shim_rhq_entry *e)
+{
+	return (uint32_t)(sizeof(struct shim_udp_frame) + sizeof(e->hdr)) +
+	       ((e->rhf & SHIM_RHF_EGR) ? e->hdr.paylen : 0u);
+}
+
+/* Bytes after the udp header one datagram to the link's peer carries:
+ * what a full DATA datagram's packet header and payload take. */
+static uint32_t shim_udp_pack_cap(const struct shim_udp_link *l)
+{
+	return (uint32_t)sizeof(struct shim_pkt_hdr) + l->pp.pub.mtu;
+}
+
+/* How many staged packets from ring position pos (at most max) one PACK
+ * datagram carries (TID packets never: their payload goes to a
+ * registered buffer, and they are large). */
+static uint32_t shim_udp_pack_count(const struct shim_udp_link *l, uint32_t pos, uint32_t max)
+{
+	const struct shim_peer *p = &l->pp.pub;
+	uint32_t cap = shim_udp_pack_cap(l), bytes = 0, k = 0;
+
+	if (max > SHIM_UDP_PACK_MAX)
+		max = SHIM_UDP_PACK_MAX;
+	for (; k < max; k++) {
+		const struct shim_rhq_entry *e = &p->hdrq[(pos + k) & p->hdrq_mask];
+		uint32_t b = shim_udp_frame_bytes(e);
+
+		if ((e->rhf & SHIM_RHF_TID) || bytes + b > cap)
+			break;
+		bytes += b;
+	}
+	return k;
+}
+
+/* First transmission of the k (2..SHIM_UDP_PACK_MAX, fitting) staged
+ * packets from ring position pos in one PACK datagram, built in u->pack:
+ * the CRC as for DATA (the first SHIM_UDP_HDRS bytes, then the rest
+ * unless the tag covers it), the tag over everything. */
+static void shim_udp_xmit_pack(struct shim_udp_link *l, uint32_t pos, uint32_t k)
+{
+	struct shim_udp *u = l->udp;
+	const struct shim_peer *p = &l->pp.pub;
+	struct shim_udp_hdr *uh = (struct shim_udp_hdr *)(void *)u->pack;
+	uint8_t *body = u->pack + sizeof(*uh);
+	size_t len = 0, head;
+	struct iovec iov;
+	uint32_t crc;
+
+	for (uint32_t i = 0; i < k; i++) {
+		const struct shim_rhq_entry *e = &p->hdrq[(pos + i) & p->hdrq_mask];
+		struct shim_udp_frame fr = {.rhf = e->rhf & SHIM_RHF_EGR, .len = 0};
+
+		if (fr.rhf)
+			fr.len = e->hdr.paylen;
+		memcpy(body + len, &fr, sizeof(fr));
+		len += sizeof(fr);
+		memcpy(body + len, &e->hdr, sizeof(e->hdr));
+		len += sizeof(e->hdr);
+		if (fr.len) {
+			memcpy(body + len, p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK,
+			       fr.len);
+			len += fr.len;
+		}
+	}
+	shim_udp_hdr_fill(l, uh, SHIM_UDP_PACK, pos - l->base);
+	uh->rhf = k;
+	head = len < sizeof(struct shim_pkt_hdr) ? len : sizeof(struct shim_pkt_hdr);
+	crc = shim_crc32c(0, uh, sizeof(*uh));
+	crc = shim_crc32c(crc, body, head);
+	if (u->auth.mode != SHIM_AUTH_FULL)
+		crc = shim_crc32c_wide(crc, body + head, len - head);
+	uh->crc = crc;
+	shim_udp_auth_seal(&u->auth, uh, NULL, body, len);
+	iov.iov_base = u->pack;
+	iov.iov_len = sizeof(*uh) + len;
+	shim_udp_send(u, &l->to, &iov, 1);
+	shim_udp_sent(l);
+	u->st.tx_packed += k;
+}
+
+/* First transmission of the n staged packets from ring position pos, in
+ * order: runs that share a datagram as PACK datagrams, the rest in
+ * batches (or datagram by datagram with fault injection on). */
+static void shim_udp_xmit_run(struct shim_udp_link *l, uint32_t pos, uint32_t n)
+{
+	struct shim_udp *u = l->udp;
+	uint32_t i = 0;
+
+	while (i < n) {
+		uint32_t k = u->pack ? shim_udp_pack_count(l, pos + i, n - i) : 0, j;
+
+		if (k >= 2) {
+			shim_udp_xmit_pack(l, pos + i, k);
+			i += k;
+			continue;
+		}
+		for (j = i + 1; j < n && !(u->pack && shim_udp_pack_count(l, pos + j, 2) >= 2); j++)
+			;
+		if (j - i == 1 || !u->tx || u->faulty) {
+			for (uint32_t m = i; m < j; m++)
+				shim_udp_xmit(l, pos + m);
+		} else {
+			shim_udp_xmit_batch(l, pos + i, j - i);
+		}
+		i = j;
+	}
+}
+
+static void shim_udp_advance(struct shim_udp_link *l, uint32_t n)
+{
+	__atomic_store_n(&l->sent, l->sent + n, __ATOMIC_RELEASE);
+	l->wait_cnt = 0;
+	l->wait_bytes = 0;
+}
+
+/* Whether the n packets published and not sent yet wait for company:
+ * packing is on, datagrams to the peer are in flight, all of them can be
+ * packed and less than a datagram's worth waits.  Counts what is new
+ * since the last look (wait_cnt, wait_bytes).  *full: a datagram's worth
+ * of packable packets waits (send one PACK, let the rest wait). */
+static bool shim_udp_wait(struct shim_udp_link *l, uint32_t n, bool *full)
+{
+	struct shim_udp *u = l->udp;
+	const struct shim_peer *p = &l->pp.pub;
+
+	*full = false;
+	if (!u->pack || l->flushing ||
+	    l->sent == atomic_load_explicit(&p->ctl->hdr_head, memory_order_relaxed))
+		return false;
+	for (; l->wait_cnt < n; l->wait_cnt++) {
+		const struct shim_rhq_entry *e = &p->hdrq[(l->sent + l->wait_cnt) & p->hdrq_mask];
+
+		if (e->rhf & SHIM_RHF_TID)
+			return false;
+		l->wait_bytes += shim_udp_frame_bytes(e);
+	}
+	if (l->wait_bytes > shim_udp_pack_cap(l) || n >= SHIM_UDP_PACK_MAX) {
+		*full = true;
+		return false;
+	}
+	if (!l->waiting) {
+		if (u->ndefer == SHIM_UDP_DEFER_MAX)
+			return false;
+		u->defer[u->ndefer++] = l;
+		l->waiting = true;
+	}
+	return true;
+}
+
 /* The publish hook: transmit what was published since the last call, in
- * batches; with fault injection on, datagram by datagram through it.
- * While held (shim_udp_hold), publishes only accumulate. */
+ * batches, small packets packed (see Packing above); with fault injection
+ * on, datagram by datagram through it.  While held (shim_udp_hold),
+ * publishes only accumulate. */
 void shim_udp_kick(struct shim_peer_priv *pp)
 {
 	struct shim_udp_link *l = pp->link;
@@ -289,7 +459,8 @@ void shim_udp_kick(struct shim_peer_priv *pp)
 	if (!l->udp || l->dead || l->hold)
 		return;
 	for (;;) {
-		uint32_t n = 0;
+		uint32_t n = 0, k;
+		bool full;
 
 		while (n < SHIM_UDP_TX_BATCH &&
 		       atomic_load_explicit(&p->hdrq[(l->sent + n) & p->hdrq_mask].seq,
@@ -297,14 +468,46 @@ void shim_udp_kick(struct shim_peer_priv *pp)
 			n++;
 		if (!n)
 			return;
-		if (n == 1 || !l->udp->tx || l->udp->faulty) {
-			for (uint32_t i = 0; i < n; i++)
-				shim_udp_xmit(l, l->sent + i);
-		} else {
-			shim_udp_xmit_batch(l, l->sent, n);
+		if (shim_udp_wait(l, n, &full))
+			return;
+		if (full && (k = shim_udp_pack_count(l, l->sent, n)) >= 2) {
+			/* a full datagram goes; what is left may wait */
+			shim_udp_xmit_pack(l, l->sent, k);
+			shim_udp_advance(l, k);
+			continue;
 		}
-		__atomic_store_n(&l->sent, l->sent + n, __ATOMIC_RELEASE);
+		shim_udp_xmit_run(l, l->sent, n);
+		shim_udp_advance(l, n);
 	}
+}
+
+void shim_udp_flush_waiting(struct shim_udp *u)
+{
+	uint32_t n = u->ndefer;
+
+	u->ndefer = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct shim_udp_link *l = u->defer[i];
+
+		l->waiting = false;
+		l->flushing = true;
+		shim_udp_kick(&l->pp);
+		l->flushing = false;
+	}
+}
+
+void shim_udp_unwait(struct shim_udp_link *l)
+{
+	struct shim_udp *u = l->udp;
+
+	if (!u || !l->waiting)
+		return;
+	for (uint32_t i = 0; i < u->ndefer; i++)
+		if (u->defer[i] == l) {
+			u->defer[i] = u->defer[--u->ndefer];
+			break;
+		}
+	l->waiting = false;
 }
 
 void shim_udp_hold(struct shim_peer_priv *pp)

@@ -65,6 +65,7 @@ struct shim_dev_params {
 	uint8_t auth_key[SHIM_AUTH_KEY_BYTES]; /* the job's secret (auth != OFF) */
 	uint32_t max_links;   /* udp flows per context (0: SHIM_UDP_MAX_LINKS) */
 	bool udp_no_gro;      /* do not ask for UDP_GRO (one datagram per receive) */
+	bool udp_no_pack;     /* every packet its own datagram (no PACK) */
 };
 
 struct shim_dev;  /* opaque: process-wide device handle */

@@ -21,12 +21,23 @@
  * and paylen payload bytes when SHIM_RHF_EGR (inline payload rides in the
  * packet header).  A udp peer's packet sequence numbers are the positions
  * of its send ring relative to the flow's start (psn 0 = first packet).
+ *
+ * PACK datagram: several consecutive small packets of one flow share a
+ * datagram (struct shim_udp_hdr with psn the first's, rhf the count),
+ * each as struct shim_udp_frame, its 56-byte packet header and len
+ * payload bytes, back to back (no padding).  The tag covers all of it in
+ * every authenticated mode.  A receiver hands them out as DATA packets
+ * psn, psn + 1, ...  A sender packs only first transmissions; what is
+ * sent again goes packet by packet.
  */
 #define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
-#define SHIM_UDP_VERSION 5u /* 5: src_eager */
+#define SHIM_UDP_VERSION 6u /* 5: src_eager; 6: PACK */
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
+#define SHIM_UDP_PACK 4u /* psn: the first packet's; rhf: how many */
+/* Packets a PACK datagram carries: at least 2, at most this. */
+#define SHIM_UDP_PACK_MAX 64u
 /* Packets a link keeps in flight at most: its send ring's entries (the
  * replay memory).  A receiver's reorder window must hold as many, or what
  * arrives past a hole beyond it is dropped and only a timeout brings it
@@ -43,12 +54,13 @@ struct shim_udp_hdr {
 	uint8_t version;
 	uint8_t type;
 	uint16_t jkey;
-	uint32_t psn;       /* DATA: sequence number; NACK: first missing */
+	uint32_t psn;       /* DATA: sequence number (PACK: the first's); NACK:
+			     * first missing */
 	uint32_t ack;       /* every type: the reverse flow's psns below it arrived */
 	uint32_t src_nonce; /* sender's receive context (restart detection) */
 	uint32_t dst_nonce; /* receiver's; 0 before the first exchange */
 	uint32_t rhf;       /* DATA: SHIM_RHF_EGR and SHIM_RHF_TID only; NACK: more
-			     * missing; ACK: SHIM_UDP_ACK_HELD */
+			     * missing; ACK: SHIM_UDP_ACK_HELD; PACK: the count */
 	uint32_t crc;       /* with this field and mac 0: shim_crc32c of the two
 			     * headers (this one, and the packet header of DATA),
 			     * continued by shim_crc32c_wide over the payload
@@ -73,6 +85,14 @@ struct shim_udp_hdr {
 	uint8_t mac[16];    /* SHIM_AUTH_HEADER/FULL: see shim_auth.h; else 0 */
 };
 static_assert(sizeof(struct shim_udp_hdr) == 72, "udp header layout");
+
+/* One packet of a PACK datagram, before its packet header. */
+struct shim_udp_frame {
+	uint32_t rhf; /* SHIM_RHF_EGR or 0 (no TID packets in a PACK) */
+	uint32_t len; /* payload bytes after the packet header: its paylen
+		       * with SHIM_RHF_EGR, else 0 */
+};
+static_assert(sizeof(struct shim_udp_frame) == 8, "udp frame layout");
 
 /* Payload bytes per udp packet for an interface MTU. */
 #define SHIM_UDP_OVERHEAD (28u + sizeof(struct shim_udp_hdr) + sizeof(struct shim_pkt_hdr))
@@ -110,6 +130,8 @@ struct shim_udp_stats {
 	uint64_t tx_errors;     /* sendmsg failures other than a full buffer */
 	uint64_t wd_resends;    /* packets the watchdog sent again (the owner did
 				 * not poll: it cannot read which were lost) */
+	uint64_t tx_packed;     /* packets sent sharing a PACK datagram */
+	uint64_t rx_packed;     /* packets received in PACK datagrams */
 };
 
 /* Whether contexts of dev get a udp wire (it is not shm-only: FI_OPX_WIRE,

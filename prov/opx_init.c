@@ -113,6 +113,13 @@ static void opx_params_define(void)
 			"of a sender's datagrams (a GSO send, or what the interface coalesced) "
 			"instead of one datagram each; each datagram of the run is still checked on "
 			"its own (default: true)");
+	fi_param_define(&opx_prov, "UDP_PACK", FI_PARAM_BOOL,
+			"udp wire: small packets to a peer that still has datagrams in flight wait "
+			"for company and share a datagram (up to 64, each still sequenced, checked "
+			"and acknowledged on its own); a packet to a peer with nothing in flight goes "
+			"at once.  What waits goes at the next progress call (any completion or "
+			"counter read, a blocking wait), or as soon as a datagram's worth waits "
+			"(default: true)");
 	fi_param_define(&opx_prov, "RNDV_CMA", FI_PARAM_BOOL,
 			"Rendezvous pulls large messages with one Cross Memory Attach copy; "
 			"0 forces the SDMA/TID push path (two copies through shared memory), "
@@ -418,6 +425,7 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	dp->fault = opx_env.fault;
 	dp->auth = opx_env.auth;
 	dp->udp_no_gro = !opx_env.udp_gro;
+	dp->udp_no_pack = !opx_env.udp_pack;
 	opx_dev_params_auth(dp);
 }
 

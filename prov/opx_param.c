@@ -37,6 +37,7 @@ struct opx_params opx_env = {
 	.sleep_ms = OPX_DEF_SLEEP_MS,
 	.rndv_cma = true,
 	.udp_gro = true,
+	.udp_pack = true,
 	.rndv_split = OPX_DEF_RNDV_SPLIT,
 	.rma_cma = OPX_DEF_RMA_CMA,
 	.rma_direct_write = OPX_DEF_RMA_DIRECT_WRITE,
@@ -396,6 +397,7 @@ void opx_params_load(void)
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
 	opx_param_bool("MSG_PREFIX", &p->msg_prefix);
 	opx_param_bool("UDP_GRO", &p->udp_gro);
+	opx_param_bool("UDP_PACK", &p->udp_pack);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_WRITE", &p->rma_direct_write, 0, SIZE_MAX, false);

@@ -70,6 +70,11 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	if (__builtin_expect(ep->udp, 0) &&
 	    (ep->rel.flows || !(ep->rel.polls++ & OPX_REL_IDLE_POLL_MASK)))
 		opx_rel_progress(ep);
+	/* udp peers of the address vector live in the first bound
+	 * endpoint's context: what waits there for company (small packets
+	 * packed into shared datagrams) goes at our progress too */
+	if (__builtin_expect(ep->av && ep->av->udp_via && ep->av->udp_via != ep->shim, 0))
+		shim_udp_flush(ep->av->udp_via);
 	budget = opx_rx_budget(ep);
 	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);

@@ -496,6 +496,7 @@ void opx_rel_progress(struct opx_ep *ep)
 		ep->rel.timers_ns = now;
 		opx_rel_timers(ep, now);
 	}
+	/* a flush point: small packets that waited for company go */
 	shim_udp_flush(ep->shim);
 }
 

@@ -248,6 +248,9 @@ static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx
 			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.timeouts,
 			ep->rel.rto_resends, ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full,
 			us.wd_resends);
+		fprintf(f, ", \"datagrams\": {\"sent\": %" PRIu64 ", \"received\": %" PRIu64
+			", \"packed_sent\": %" PRIu64 ", \"packed_received\": %" PRIu64 "}",
+			us.tx_datagrams, us.rx_datagrams, us.tx_packed, us.rx_packed);
 		fprintf(f, ", \"wire_drops\": {");
 		for (i = 0; i < n; i++)
 			fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", names[i], counts[i]);
@@ -299,6 +302,11 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 			", resent by the watchdog %" PRIu64 "\n",
 			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.rto_resends,
 			ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full, us.wd_resends);
+		fprintf(stderr,
+			"  udp datagrams: sent %" PRIu64 ", received %" PRIu64
+			"; packets sharing one (FI_OPX_UDP_PACK): sent %" PRIu64 ", received %" PRIu64
+			"\n",
+			us.tx_datagrams, us.rx_datagrams, us.tx_packed, us.rx_packed);
 	}
 	if (ep->udp) {
 		const char *names[OPX_WIRE_DROP_REASONS];

@@ -381,6 +381,9 @@ static void ta_attack(struct fx_env *e, char *const *env)
 			close(down[1]);
 			for (char *const *v = env; v && *v; v++)
 				putenv(*v);
+			/* one datagram per forged message: the count below
+			 * is of datagrams */
+			putenv("FI_OPX_UDP_PACK=0");
 			if (getenv("TA_UID")) {
 				/* another local user: its own key file, none of ours */
 				uid_t uid = (uid_t)atoi(getenv("TA_UID"));

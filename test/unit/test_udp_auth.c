@@ -60,6 +60,9 @@ static double t_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Packing only where a test asks for it: the others count datagrams. */
+static bool t_pack;
+
 static void t_open(struct t_env *t, int mode, uint32_t max_links)
 {
 	struct shim_dev_params p = {
@@ -69,6 +72,7 @@ static void t_open(struct t_env *t, int mode, uint32_t max_links)
 		.wire = SHIM_WIRE_UDP,
 		.auth = mode,
 		.max_links = max_links,
+		.udp_no_pack = !t_pack,
 	};
 	socklen_t sl = sizeof(t->forger_addr);
 
@@ -162,6 +166,7 @@ static int t_v_recv(struct t_env *t, int want, double secs)
 static void t_good_flows(struct t_env *t)
 {
 	t_good_send(t, t->g_to_v, t->seq++);
+	shim_udp_flush(t->g); /* with packing on it may wait behind others */
 	assert_int_equal(t_v_recv(t, 1, 10.0), 1);
 }
 
@@ -470,6 +475,81 @@ static void test_auth_replay_other_address(void **state)
 	t_close(&t);
 }
 
+/* A PACK datagram (small packets sharing one) is covered whole by the
+ * tag in header mode too: g's real PACK with one payload byte or one
+ * packet header changed, its CRC made right again (anyone can compute a
+ * CRC), is refused at the tag; unchanged, the same bytes pass the tag
+ * and are refused only for the address they come from. */
+static void test_auth_pack_tamper(void **state)
+{
+	struct shim_udp_stats st0, st1;
+	struct sockaddr_in me = {.sin_family = AF_INET};
+	uint8_t buf[4096], bad[4096];
+	struct shim_udp_hdr uh;
+	struct shim_addr fake;
+	struct shim_peer *to_cap;
+	socklen_t sl = sizeof(me);
+	struct t_env t;
+	ssize_t n;
+	int cap;
+
+	(void)state;
+	t_pack = true;
+	t_open(&t, SHIM_AUTH_HEADER, 0);
+	t_pack = false;
+	t_good_flows(&t);
+	cap = socket(AF_INET, SOCK_DGRAM, 0);
+	me.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(cap, (struct sockaddr *)&me, sizeof(me)), 0);
+	assert_int_equal(getsockname(cap, (struct sockaddr *)&me, &sl), 0);
+	fake = t.addr_v;
+	fake.udp_port = me.sin_port;
+	fake.nonce = 0;
+	assert_int_equal(shim_peer_open(t.dev, &fake, &to_cap), 0);
+	/* the first alone, three more wait for it and go packed */
+	for (uint32_t s = 0; s < 4; s++)
+		t_good_send(&t, to_cap, 100 + s);
+	shim_udp_flush(t.g);
+	n = recv(cap, buf, sizeof(buf), 0);
+	assert_int_equal(n, (ssize_t)(SHIM_UDP_HDRS + T_PAY));
+	n = recv(cap, buf, sizeof(buf), 0);
+	assert_true(n > (ssize_t)sizeof(uh));
+	memcpy(&uh, buf, sizeof(uh));
+	assert_int_equal(uh.type, SHIM_UDP_PACK);
+	assert_int_equal(uh.rhf, 3);
+	shim_peer_close(to_cap);
+	close(cap);
+	shim_udp_stats(t.v, &st0);
+	for (int which = 0; which < 2; which++) {
+		struct shim_udp_hdr bh;
+		size_t at = which ? sizeof(uh) + sizeof(struct shim_udp_frame) +
+					    offsetof(struct shim_pkt_hdr, msgid)
+				  : (size_t)n - 1; /* the last packet's last payload byte */
+
+		memcpy(bad, buf, (size_t)n);
+		bad[at] ^= 0x40;
+		memcpy(&bh, bad, sizeof(bh));
+		memset(bh.mac, 0, sizeof(bh.mac));
+		bh.crc = 0;
+		memcpy(bad, &bh, sizeof(bh));
+		bh.crc = shim_crc32c(0, bad, SHIM_UDP_HDRS);
+		bh.crc = shim_crc32c_wide(bh.crc, bad + SHIM_UDP_HDRS, (size_t)n - SHIM_UDP_HDRS);
+		memcpy(bh.mac, uh.mac, sizeof(bh.mac));
+		memcpy(bad, &bh, sizeof(bh));
+		t_send_forged(&t, bad, (size_t)n);
+	}
+	t_send_forged(&t, buf, (size_t)n);
+	t_v_drain(&t, st0.rx_datagrams, 3);
+	shim_udp_stats(t.v, &st1);
+	assert_int_equal(st1.drop_mac - st0.drop_mac, 2);
+	assert_int_equal(st1.drop_ident - st0.drop_ident, 1);
+	assert_int_equal(st1.drop_crc - st0.drop_crc, 0);
+	assert_int_equal(st1.rx_packed - st0.rx_packed, 0);
+	t_no_reply(&t, 50);
+	t_good_flows(&t);
+	t_close(&t);
+}
+
 /* Forged control datagrams: a cumulative ack for packets v never got,
  * a nack, and a "restarted" g (a new session): all refused; g's session
  * and sequence go on as before. */
@@ -679,6 +759,7 @@ int main(void)
 		cmocka_unit_test(test_auth_jkey_sweep),
 		cmocka_unit_test(test_auth_replay_other_address),
 		cmocka_unit_test(test_auth_forged_control),
+		cmocka_unit_test(test_auth_pack_tamper),
 		cmocka_unit_test(test_auth_first_contact_flood),
 		cmocka_unit_test(test_auth_link_cap),
 		cmocka_unit_test(test_auth_full_mode),
