@@ -84,6 +84,37 @@ if [ -x "$svc" ]; then
 else
 	echo "SKIP: opx_svc_test not built ($svc)"
 fi
+# the functional suite (opx_fi_test: windows of small messages, ordering,
+# floods, every payload checked) over the udp wire, where small messages
+# to a peer with others in flight share datagrams (FI_OPX_UDP_PACK):
+# clean and under faults, so that lost, doubled, reordered and damaged
+# PACK datagrams are repaired packet by packet; the telemetry must show
+# packets that arrived sharing a datagram, or packing was not tested
+fit=${OPX_BUILD_DIR:-.}/test/integration/opx_fi_test
+if [ -x "$fit" ]; then
+	fit=$(cd "$(dirname "$fit")" && pwd)/opx_fi_test
+	fitdir=$(mktemp -d /tmp/opx-udp-fit.XXXXXX) || exit 1
+	for f in "" "DROP=2" "DUP=1 REORDER=2 CORRUPT=1"; do
+		envs=(FI_PROVIDER=opx FI_OPX_WIRE=udp FI_OPX_FAULT_SEED=$seed FI_OPX_STATS=stderr)
+		for kv in $f; do
+			envs+=("FI_OPX_FAULT_$kv")
+		done
+		# its own directory: libfabric's crash handler writes there
+		(cd "$fitdir" && env "${envs[@]}" timeout -k 10 400 "$fit" -p opx) >"$fitdir/out" 2>&1
+		rc=$?
+		if [ $rc = 0 ] &&
+		   ! grep -q "sharing one (FI_OPX_UDP_PACK): sent [0-9]*, received [1-9]" "$fitdir/out"; then
+			echo "  no packet arrived in a shared datagram"
+			rc=1
+		fi
+		[ $rc = 0 ] || tail -20 "$fitdir/out"
+		result "opx_fi_test over the udp wire, small messages packed${f:+, faults $f (seed $seed)}" $rc
+		seed=$((seed + 1))
+	done
+	rm -rf "$fitdir"
+else
+	echo "SKIP: opx_fi_test not built ($fit)"
+fi
 
 # ---- 2. two hosts ---------------------------------------------------------
 if ! why=$(bash "$hosts" check 2>&1); then
