@@ -62,7 +62,7 @@
 #   BENCH_QUICK=1          one run per figure and fewer iterations (a check
 #                          that everything works, not a measurement)
 #   BENCH_HOSTS_SIZES      bandwidth sizes (default "65536 1048576 16777216")
-#   BENCH_HOSTS_MPI_SIZES  MPI sizes (default "8 65536 1048576")
+#   BENCH_HOSTS_MPI_SIZES  MPI sizes (default "8 16384 65536 1048576")
 #   BENCH_HOSTS_LOSS=0     skip the 1 % loss part
 #   BENCH_HOSTS_AUTH=0     skip the FI_OPX_AUTH part
 #   BENCH_HOSTS_MPI=0      skip the Open MPI part
@@ -87,7 +87,7 @@ CLI_NS=${P}2
 SRV_ADDR=198.18.0.1
 QUICK=${BENCH_QUICK:-0}
 SIZES=${BENCH_HOSTS_SIZES:-"65536 1048576 16777216"}
-MPI_SIZES=${BENCH_HOSTS_MPI_SIZES:-"8 65536 1048576"}
+MPI_SIZES=${BENCH_HOSTS_MPI_SIZES:-"8 16384 65536 1048576"}
 if [ "$QUICK" = 1 ]; then
 	REPEAT=${BENCH_REPEAT:-1}
 	LAT_ITERS=2000 LOSS_LAT_ITERS=500 FLOOR_ITERS=2000 FLOOR_WARMUP=200
@@ -542,6 +542,21 @@ fi
 # v KEY: the figure of a cell ("skip" when no run reached it).
 v() { echo "${VAL[$1]:-skip}"; }
 
+# behind KIND A B: "<" when opx (A) is behind the peer (B): a latency
+# (KIND lat) above it, a rate or bandwidth (KIND bw) below it; else "".
+behind() {
+	local r
+	r=$(ratio "$2" "$3")
+	[ "$r" = - ] && return 0
+	awk -v r="$r" -v k="$1" 'BEGIN { exit !(k == "lat" ? r + 0 > 1 : r + 0 < 1) }' && echo "<"
+}
+
+# rate8 MBPS: messages/s of 8-byte messages from a bandwidth in MB/s.
+rate8() {
+	[[ $1 =~ ^[0-9.]+$ ]] || { echo "$1"; return; }
+	awk -v b="$1" 'BEGIN { printf "%.0f", b * 1e6 / 8 }'
+}
+
 # target TEXT A B LIMIT KIND: one line "TEXT: A / B = R: met|not met", met
 # when R <= LIMIT (KIND le) or R >= LIMIT (KIND ge).
 target() {
@@ -557,22 +572,28 @@ target() {
 	printf '  %-52s %10s / %-10s = %5s  %s\n' "$text:" "$a" "$b" "$r" "$res"
 }
 
+for f in hosts-bw hosts-mpi-lat hosts-mpi-bw; do
+	: >"$BENCH_OUT/$f.dat"
+done
 {
 	echo "no loss: best of $REPEAT; latency = fi_pingpong -I $LAT_ITERS mean one-way usec (raw UDP: half"
 	echo "the median round trip of $FLOOR_ITERS), rate = opx_msgrate messages/s, bandwidth = opx_bw MB/s"
 	printf '%-22s %12s %12s %12s %12s %8s %8s\n' metric opx tcp udp "raw UDP" opx/tcp opx/udp
-	printf '%-22s %12s %12s %12s %12s %8s %8s\n' "latency 8 B (us)" "$(v nl/opx/lat)" "$(v nl/tcp/lat)" \
+	printf '%-22s %12s %12s %12s %12s %8s %8s %s\n' "latency 8 B (us)" "$(v nl/opx/lat)" "$(v nl/tcp/lat)" \
 		"$(v nl/udp/lat)" "$(v nl/raw/lat)" "$(ratio "$(v nl/opx/lat)" "$(v nl/tcp/lat)")" \
-		"$(ratio "$(v nl/opx/lat)" "$(v nl/udp/lat)")"
-	printf '%-22s %12s %12s %12s %12s %8s %8s\n' "rate 8 B (msg/s)" "$(v nl/opx/rate)" "$(v nl/tcp/rate)" \
+		"$(ratio "$(v nl/opx/lat)" "$(v nl/udp/lat)")" "$(behind lat "$(v nl/opx/lat)" "$(v nl/tcp/lat)")"
+	printf '%-22s %12s %12s %12s %12s %8s %8s %s\n' "rate 8 B (msg/s)" "$(v nl/opx/rate)" "$(v nl/tcp/rate)" \
 		"$(v nl/udp/rate)" - "$(ratio "$(v nl/opx/rate)" "$(v nl/tcp/rate)")" \
-		"$(ratio "$(v nl/opx/rate)" "$(v nl/udp/rate)")"
+		"$(ratio "$(v nl/opx/rate)" "$(v nl/udp/rate)")" "$(behind bw "$(v nl/opx/rate)" "$(v nl/tcp/rate)")"
 	for size in $SIZES; do
-		printf '%-22s %12s %12s %12s %12s %8s %8s\n' "bw $(hsize "$size") (MB/s)" "$(v "nl/opx/bw$size")" \
+		printf '%-22s %12s %12s %12s %12s %8s %8s %s\n' "bw $(hsize "$size") (MB/s)" "$(v "nl/opx/bw$size")" \
 			"$(v "nl/tcp/bw$size")" "$(v "nl/udp/bw$size")" - \
 			"$(ratio "$(v "nl/opx/bw$size")" "$(v "nl/tcp/bw$size")")" \
-			"$(ratio "$(v "nl/opx/bw$size")" "$(v "nl/udp/bw$size")")"
+			"$(ratio "$(v "nl/opx/bw$size")" "$(v "nl/udp/bw$size")")" \
+			"$(behind bw "$(v "nl/opx/bw$size")" "$(v "nl/tcp/bw$size")")"
+		bench_dat hosts-bw "$size" "$(v "nl/opx/bw$size")" "$(v "nl/tcp/bw$size")" "$(v "nl/udp/bw$size")"
 	done
+	bench_plot hosts-bw "bandwidth between two namespace hosts (opx_bw)" MB/s opx tcp udp
 	echo "(raw UDP one-way from the mean round trip instead: $(v nl/raw/mean) us; with a client that does"
 	echo " not connect, as a transport with one socket for all its peers cannot: median $(v nl/rawu/lat) us,"
 	echo " mean $(v nl/rawu/mean) us)"
@@ -582,14 +603,17 @@ target() {
 		echo "latency over -I $LOSS_LAT_ITERS.  tcp's segments are TCP, never dropped: its column is a"
 		echo "reference run under the same conditions, not tcp under loss"
 		printf '%-22s %12s %12s %8s %14s\n' metric opx tcp opx/tcp "opx loss/none"
-		printf '%-22s %12s %12s %8s %14s\n' "latency 8 B (us)" "$(v loss/opx/lat)" "$(v loss/tcp/lat)" \
-			"$(ratio "$(v loss/opx/lat)" "$(v loss/tcp/lat)")" "$(ratio "$(v loss/opx/lat)" "$(v nl/opx/lat)")"
-		printf '%-22s %12s %12s %8s %14s\n' "rate 8 B (msg/s)" "$(v loss/opx/rate)" "$(v loss/tcp/rate)" \
-			"$(ratio "$(v loss/opx/rate)" "$(v loss/tcp/rate)")" "$(ratio "$(v loss/opx/rate)" "$(v nl/opx/rate)")"
+		printf '%-22s %12s %12s %8s %14s %s\n' "latency 8 B (us)" "$(v loss/opx/lat)" "$(v loss/tcp/lat)" \
+			"$(ratio "$(v loss/opx/lat)" "$(v loss/tcp/lat)")" "$(ratio "$(v loss/opx/lat)" "$(v nl/opx/lat)")" \
+			"$(behind lat "$(v loss/opx/lat)" "$(v loss/tcp/lat)")"
+		printf '%-22s %12s %12s %8s %14s %s\n' "rate 8 B (msg/s)" "$(v loss/opx/rate)" "$(v loss/tcp/rate)" \
+			"$(ratio "$(v loss/opx/rate)" "$(v loss/tcp/rate)")" "$(ratio "$(v loss/opx/rate)" "$(v nl/opx/rate)")" \
+			"$(behind bw "$(v loss/opx/rate)" "$(v loss/tcp/rate)")"
 		for size in $SIZES; do
-			printf '%-22s %12s %12s %8s %14s\n' "bw $(hsize "$size") (MB/s)" "$(v "loss/opx/bw$size")" \
+			printf '%-22s %12s %12s %8s %14s %s\n' "bw $(hsize "$size") (MB/s)" "$(v "loss/opx/bw$size")" \
 				"$(v "loss/tcp/bw$size")" "$(ratio "$(v "loss/opx/bw$size")" "$(v "loss/tcp/bw$size")")" \
-				"$(ratio "$(v "loss/opx/bw$size")" "$(v "nl/opx/bw$size")")"
+				"$(ratio "$(v "loss/opx/bw$size")" "$(v "nl/opx/bw$size")")" \
+				"$(behind bw "$(v "loss/opx/bw$size")" "$(v "loss/tcp/bw$size")")"
 		done
 		echo
 	fi
@@ -613,12 +637,26 @@ target() {
 		echo "Open MPI $(mpirun --version 2>/dev/null | head -n 1 | awk '{print $NF}'), 1 rank per host, best of $REPEAT mpirun:"
 		echo "  opx = pml cm + mtl ofi on opx; tcp = pml ob1 + btl tcp,self"
 		echo "  latency = half round trip (us), bandwidth = windows of 64 MPI_Isend (MB/s)"
-		printf '%9s %12s %12s %8s %12s %12s %8s\n' size "lat opx" "lat tcp" opx/tcp "bw opx" "bw tcp" opx/tcp
+		echo "  (\"<\": opx behind ob1 tcp in that column)"
+		printf '%9s %12s %12s %8s %1s %12s %12s %8s\n' size "lat opx" "lat tcp" opx/tcp "" "bw opx" "bw tcp" opx/tcp
 		for size in $MPI_SIZES; do
-			printf '%9s %12s %12s %8s %12s %12s %8s\n' "$size" "$(v "mpi/opx/lat$size")" "$(v "mpi/tcp/lat$size")" \
-				"$(ratio "$(v "mpi/opx/lat$size")" "$(v "mpi/tcp/lat$size")")" "$(v "mpi/opx/bw$size")" \
-				"$(v "mpi/tcp/bw$size")" "$(ratio "$(v "mpi/opx/bw$size")" "$(v "mpi/tcp/bw$size")")"
+			printf '%9s %12s %12s %8s %1s %12s %12s %8s %s\n' "$size" "$(v "mpi/opx/lat$size")" \
+				"$(v "mpi/tcp/lat$size")" "$(ratio "$(v "mpi/opx/lat$size")" "$(v "mpi/tcp/lat$size")")" \
+				"$(behind lat "$(v "mpi/opx/lat$size")" "$(v "mpi/tcp/lat$size")")" \
+				"$(v "mpi/opx/bw$size")" "$(v "mpi/tcp/bw$size")" \
+				"$(ratio "$(v "mpi/opx/bw$size")" "$(v "mpi/tcp/bw$size")")" \
+				"$(behind bw "$(v "mpi/opx/bw$size")" "$(v "mpi/tcp/bw$size")")"
+			bench_dat hosts-mpi-lat "$size" "$(v "mpi/opx/lat$size")" "$(v "mpi/tcp/lat$size")"
+			bench_dat hosts-mpi-bw "$size" "$(v "mpi/opx/bw$size")" "$(v "mpi/tcp/bw$size")"
 		done
+		if [[ " $MPI_SIZES " == *" 8 "* ]]; then
+			printf '  8 B message rate (windows of 64): opx %s msg/s, tcp %s msg/s, opx/tcp %s %s\n' \
+				"$(rate8 "$(v mpi/opx/bw8)")" "$(rate8 "$(v mpi/tcp/bw8)")" \
+				"$(ratio "$(v mpi/opx/bw8)" "$(v mpi/tcp/bw8)")" \
+				"$(behind bw "$(v mpi/opx/bw8)" "$(v mpi/tcp/bw8)")"
+		fi
+		bench_plot hosts-mpi-lat "Open MPI latency across two namespace hosts" usec "opx (pml cm)" "ob1 tcp"
+		bench_plot hosts-mpi-bw "Open MPI bandwidth across two namespace hosts" MB/s "opx (pml cm)" "ob1 tcp"
 		echo
 	fi
 
@@ -669,6 +707,22 @@ target() {
 				"$(v "auth/opx-off/bw$size")" 0.75 ge
 		done
 	fi
+	echo "targets (issue 29: across hosts at NIC speed; reported, not enforced):"
+	target "8 B rate at least 4x tcp's" "$(v nl/opx/rate)" "$(v nl/tcp/rate)" 4 ge
+	target "8 B latency within 1.15x raw UDP, mean to mean" "$(v nl/opx/lat)" "$(v nl/raw/mean)" 1.15 le
+	if [[ " $SIZES " == *" 1048576 "* && " $SIZES " == *" 16777216 "* ]]; then
+		target "16 MiB bandwidth at least 1 MiB's" "$(v nl/opx/bw16777216)" "$(v nl/opx/bw1048576)" 1 ge
+	fi
+	if [ $MPI_OK = 1 ]; then
+		[[ " $MPI_SIZES " == *" 8 "* ]] &&
+			target "MPI 8 B rate at least 2x ob1 tcp's" "$(v mpi/opx/bw8)" "$(v mpi/tcp/bw8)" 2 ge
+		for size in $MPI_SIZES; do
+			target "MPI $(hsize "$size") latency at most ob1 tcp's" "$(v "mpi/opx/lat$size")" \
+				"$(v "mpi/tcp/lat$size")" 1 le
+			target "MPI $(hsize "$size") bandwidth at least ob1 tcp's" "$(v "mpi/opx/bw$size")" \
+				"$(v "mpi/tcp/bw$size")" 1 ge
+		done
+	fi
 	echo "(fi_pingpong prints only a mean: the first raw UDP line sets it against the floor's median, which"
 	echo " favours the floor by the jitter both share; the second against the floor's mean, like with like)"
 	echo
@@ -683,7 +737,9 @@ target() {
 		printf '  %s\n' "${NOTES[@]}"
 		echo
 	fi
-	echo "(latency: ratio < 1 means opx is faster; rate and bandwidth: ratio > 1 means opx is faster)"
+	echo "(latency: ratio < 1 means opx is faster; rate and bandwidth: ratio > 1 means opx is faster;"
+	echo " \"<\" ends a row where opx is behind tcp, or ob1 tcp)"
+	bench_plots_done
 } | tee "$OUTFILE"
 echo "tables: $OUTFILE"
 echo "elapsed $((SECONDS - START))s"
