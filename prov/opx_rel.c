@@ -514,6 +514,7 @@ void opx_rel_linger(struct opx_ep *ep)
 
 	if (!ep->udp || !ep->rel.flows)
 		return;
+	shim_udp_flush(ep->shim); /* what waited for company goes first */
 	for (struct shim_peer *p = shim_udp_next(ep->shim, NULL); p; p = shim_udp_next(ep->shim, p))
 		if (p->rel && shim_peer_alive(p))
 			opx_rel_ack(ep, p, p->rel);
