@@ -177,9 +177,9 @@ void shim_udp_kick(struct shim_peer_priv *pp); /* publish hook: transmit */
 void shim_udp_hold(struct shim_peer_priv *pp);
 void shim_udp_unhold(struct shim_peer_priv *pp);
 void shim_udp_addr_fill(const struct shim_ctx *ctx, struct shim_addr *addr);
-/* Stop every watchdog thread of this process (the library's destructor:
- * an application may exit, and libfabric dlclose us, with contexts still
- * open); the contexts themselves are left alone. */
+/* Stop every watchdog thread of this process (shim_udp_wd.c; the
+ * library's destructor: an application may exit, and libfabric dlclose
+ * us, with contexts still open); the contexts themselves are left alone. */
 void shim_udp_unload(void);
 /* A peer on this host's shm wire, whatever the wire setting (shim_shm.c);
  * the udp wire opens its own context this way to deliver into it, and

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * shim_udp.h - the udp wire's private state, shared by shim_udp.c (links,
- * the watchdog, socket set-up), shim_udp_rx.c (receive, validation and
- * delivery) and shim_udp_tx.c (transmit and the send side of a flow).
- * The overview is at the top of shim_udp.c.
+ * socket set-up), shim_udp_wd.c (the watchdog, and the first look at a
+ * datagram it shares with the receive side), shim_udp_rx.c (receive,
+ * validation and delivery) and shim_udp_tx.c (transmit and the send side
+ * of a flow).  The overview is at the top of shim_udp.c.
  */
 #ifndef SHIM_UDP_H
 #define SHIM_UDP_H
@@ -196,6 +197,18 @@ static inline uint32_t shim_udp_hash(uint32_t ip, uint16_t port)
 	return ((ip * 2654435761u) ^ ((uint32_t)port * 40503u)) % SHIM_UDP_HASH;
 }
 
+/* The link to ip:port (network order), or NULL.  Inline: shim_udp.c, the
+ * receive side and the watchdog all look links up, and the watchdog's
+ * file must not call back into shim_udp.c, which starts it. */
+static inline struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip,
+						       uint16_t port)
+{
+	for (struct shim_udp_link *l = u->hash[shim_udp_hash(ip, port)]; l; l = l->next)
+		if (l->to.sin_addr.s_addr == ip && l->to.sin_port == port)
+			return l;
+	return NULL;
+}
+
 static inline uint64_t shim_udp_now(void)
 {
 	struct timespec ts;
@@ -204,12 +217,16 @@ static inline uint64_t shim_udp_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The length of the first datagram of the n bytes at d, from its own
- * header (at most n): with UDP_GRO a receive buffer holds a run of one
- * sender's datagrams, all as long as the first but the last.  Read
- * before any check: a wrong length only makes the datagrams cut from it
- * fail theirs (length, tag). */
+/* shim_udp_wd.c, for the receive side and the watchdog: the length of
+ * the first datagram of the n bytes at d, from its own header (at most
+ * n): with UDP_GRO a receive buffer holds a run of one sender's
+ * datagrams, all as long as the first but the last.  Read before any
+ * check: a wrong length only makes the datagrams cut from it fail theirs
+ * (length, tag). */
 size_t shim_udp_seg_len(const uint8_t *d, size_t n);
+/* Whether datagram d (n bytes) has the right tag for our mode; no counting. */
+bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
+			const struct shim_pkt_hdr *ph, const uint8_t *d, size_t n);
 /* Whether shim_udp_recv holds datagrams it took from the socket and has
  * not handed out yet (the rest of a run): the socket's readiness does
  * not show them. */
@@ -254,16 +271,18 @@ static inline bool shim_udp_chance(struct shim_udp *u, uint32_t ppm)
  * position pos again. */
 void shim_udp_xmit(struct shim_udp_link *l, uint32_t pos);
 
+/* shim_udp_wd.c, for shim_udp.c, which calls into shim_udp_wd.c and
+ * never the other way: start the context's watchdog thread (a new link,
+ * shim_udp_watch; nothing when it runs already) and stop it (the
+ * context closes). */
+void shim_udp_watchdog_start(struct shim_udp *u);
+void shim_udp_watchdog_stop(struct shim_udp *u);
+
 /* shim_udp.c, for the receive side (shim_udp_rx.c), which calls into
  * shim_udp.c and never the other way. */
-/* The link to ip:port (network order), or NULL. */
-struct shim_udp_link *shim_udp_link_find(struct shim_udp *u, uint32_t ip, uint16_t port);
 /* A new link to ip:port, hashed, listed and watched; NULL without memory. */
 struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_t port);
 /* The peer at l's address began a new life (nonce): the flow restarts. */
 void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce);
-/* Whether datagram d (n bytes) has the right tag for our mode; no counting. */
-bool shim_udp_authentic(const struct shim_udp *u, const struct shim_udp_hdr *uh,
-			const struct shim_pkt_hdr *ph, const uint8_t *d, size_t n);
 
 #endif

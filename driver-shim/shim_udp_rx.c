@@ -7,8 +7,9 @@
  * found, learned, restarted or created, and in-order packets the provider
  * hands back delivered into the context's own receive ring or a
  * registered buffer (shim_udp_deliver, shim_udp_deliver_n); the drop
- * counters (shim_udp_stats).  Calls into shim_udp.c (links, the tag
- * check), never the other way.  See shim_udp.c for the whole wire.
+ * counters (shim_udp_stats).  Calls into shim_udp.c (links) and
+ * shim_udp_wd.c (the tag check, a GRO run's lengths), never the other
+ * way.  See shim_udp.c for the whole wire.
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -82,7 +82,7 @@
  *   rtt (opx_rel_rtt, RFC 6298 gains 1/8 and 1/4): one sample at a time,
  *   from the check that set rtt_psn = sent to the first ack at or past it.
  *
- * The watchdog thread of shim_udp.c is no second reliability engine: it
+ * The watchdog thread of shim_udp_wd.c is no second reliability engine: it
  * works only when the owner has not polled the socket for
  * SHIM_UDP_WD_IDLE_NS, never receives and never touches this state.  It
  * sends unacknowledged packets again (with its own doubling timeout),

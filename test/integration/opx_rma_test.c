@@ -34,8 +34,13 @@
  *     -n       the target does not insert its initiators into its AV
  *              (as Open MPI's osc rdma, whose targets insert only the
  *              peers they initiate to): replies still reach them
+ *
+ * Files: this one (the harness: setting up a node, the pipes or TCP
+ * connections to the target, completions, the target's loop, main),
+ * opx_rma_subtests.c (what an initiator runs: the sweep, the atomics,
+ * the inject window, the refused operations, the counters) and
+ * opx_rma_test.h (what the two share).
  */
-#include <complex.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -50,69 +55,18 @@
 #include <unistd.h>
 
 #include <rdma/fabric.h>
-#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
 
-#define NCHILD 3
-#define BIG (64u << 20)
-#define BIG_PAD 4096u
-#define SMALL 4096u
-#define NINC 1000
-#define NCAS 100
-#define DEADLINE_S 240
-#define STALL_MS 300
-
-#define DIE(...)                                                                                   \
-	do {                                                                                       \
-		fprintf(stderr, "[%d] FAIL %s:%d: ", (int)getpid(), __FILE__, __LINE__);           \
-		fprintf(stderr, __VA_ARGS__);                                                      \
-		fprintf(stderr, "\n");                                                             \
-		exit(1);                                                                           \
-	} while (0)
-#define CHK(x)                                                                                     \
-	do {                                                                                       \
-		long _r = (long)(x);                                                               \
-		if (_r < 0)                                                                        \
-			DIE("%s = %ld (%s)", #x, _r, fi_strerror((int)-_r));                       \
-	} while (0)
+#include "opx_rma_test.h"
 
 static const char *prov = "opx";
-static bool virt;
+bool virt;
 static time_t t_start;
 
-struct node {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-};
-
-/* What the target tells each initiator. */
-enum { R_BIG, R_RO, R_WO, R_ATOM, R_DOOMED, R_NUM };
-struct setup {
-	char addr[64];
-	size_t addrlen;
-	uint64_t base[R_NUM]; /* remote address of offset 0 of each region */
-	uint64_t key[R_NUM];
-};
-
-/* Requests from an initiator to the target (pipe). */
-struct cmd {
-	char op;       /* V verify pattern, U unchanged, X close doomed key, D done,
-			  S stall: no progress for STALL_MS after answering */
-	uint32_t seed;
-	uint64_t off, len;
-	uint64_t ndata; /* D: writedata operations sent */
-	int status;     /* D */
-};
-
-static void check_deadline(void)
+void check_deadline(void)
 {
 	if (time(NULL) - t_start > DEADLINE_S)
 		DIE("deadline of %d s passed", DEADLINE_S);
@@ -173,7 +127,7 @@ static void node_close(struct node *n)
 	fi_freeinfo(n->info);
 }
 
-static void fill(uint8_t *p, size_t n, uint32_t seed)
+void fill(uint8_t *p, size_t n, uint32_t seed)
 {
 	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
 	for (size_t i = 0; i < n; i++) {
@@ -186,13 +140,13 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 /* ---------------------------------------------------------------------
  * Initiator side helpers.
  */
-static struct node me;
-static fi_addr_t tgt;
-static struct setup su;
+struct node me;
+fi_addr_t tgt;
+struct setup su;
 static int to_parent, from_parent;
 
 /* Wait for the completion of ctx; returns 0 or the positive error. */
-static int wait_comp(void *ctx)
+int wait_comp(void *ctx)
 {
 	for (;;) {
 		struct fi_cq_data_entry c;
@@ -215,20 +169,7 @@ static int wait_comp(void *ctx)
 	}
 }
 
-/* Post with retry on -FI_EAGAIN (progressing). */
-#define POST(call)                                                                                 \
-	do {                                                                                       \
-		ssize_t _rc;                                                                       \
-		while ((_rc = (call)) == -FI_EAGAIN) {                                             \
-			struct fi_cq_data_entry _c;                                                \
-			if (fi_cq_read(me.cq, &_c, 0) < -FI_EAGAIN)                                 \
-				DIE("cq");                                                         \
-			check_deadline();                                                          \
-		}                                                                                  \
-		CHK(_rc);                                                                          \
-	} while (0)
-
-static char ask(struct cmd c)
+char ask(struct cmd c)
 {
 	char r;
 	xwrite(to_parent, &c, sizeof(c));
@@ -236,457 +177,15 @@ static char ask(struct cmd c)
 	return r;
 }
 
-static void expect_err(int got, int want, const char *what)
+void expect_err(int got, int want, const char *what)
 {
 	if (got != want)
 		DIE("%s: completion error %d (%s), want %d (%s)", what, got, fi_strerror(got), want,
 		    fi_strerror(want));
 }
 
-static uint64_t ndata;
-
-static void sweep(void)
-{
-	static const size_t base_sizes[] = {0, 1, 7, 8, 15, 16, 17, 63, 64, 65};
-	static const size_t pts[] = {4096, 8192, 16384, 65536, 131072, 262144, 1u << 20, 16u << 20};
-	size_t sizes[64], ns = 0;
-	uint8_t *src = malloc(BIG + BIG_PAD), *dst = malloc(BIG + BIG_PAD);
-	int ctx;
-
-	if (!src || !dst)
-		DIE("malloc");
-	for (size_t i = 0; i < sizeof(base_sizes) / sizeof(base_sizes[0]); i++)
-		sizes[ns++] = base_sizes[i];
-	for (size_t i = 0; i < sizeof(pts) / sizeof(pts[0]); i++) {
-		sizes[ns++] = pts[i] - 1;
-		sizes[ns++] = pts[i];
-		sizes[ns++] = pts[i] + 1;
-	}
-	sizes[ns++] = BIG;
-	for (size_t i = 0; i < ns; i++) {
-		size_t len = sizes[i], off = len == BIG ? 0 : (i * 13) % 256;
-		uint32_t seed = (uint32_t)(i * 3 + 1);
-		uint64_t ra = su.base[R_BIG] + off;
-
-		/* contiguous write, checked at the target, read back */
-		fill(src, len, seed);
-		POST(fi_write(me.ep, src, len, NULL, tgt, ra, su.key[R_BIG], &ctx));
-		expect_err(wait_comp(&ctx), 0, "write");
-		if (ask((struct cmd){.op = 'V', .seed = seed, .off = off, .len = len}) != 'k')
-			DIE("target memory wrong after a %zu-byte write at %zu", len, off);
-		memset(dst, 0, len + 1);
-		POST(fi_read(me.ep, dst, len, NULL, tgt, ra, su.key[R_BIG], &ctx));
-		expect_err(wait_comp(&ctx), 0, "read");
-		if (memcmp(dst, src, len) || dst[len] != 0)
-			DIE("read of %zu bytes at %zu differs", len, off);
-
-		/* three-piece writev, two-piece readv */
-		seed += 1000;
-		fill(src, len, seed);
-		struct iovec w[3] = {{src, len / 3}, {src + len / 3, len / 3},
-				     {src + 2 * (len / 3), len - 2 * (len / 3)}};
-		struct iovec r[2] = {{dst, len / 2}, {dst + len / 2, len - len / 2}};
-		POST(fi_writev(me.ep, w, NULL, 3, tgt, ra, su.key[R_BIG], &ctx));
-		expect_err(wait_comp(&ctx), 0, "writev");
-		if (ask((struct cmd){.op = 'V', .seed = seed, .off = off, .len = len}) != 'k')
-			DIE("target memory wrong after a %zu-byte writev", len);
-		memset(dst, 0, len);
-		POST(fi_readv(me.ep, r, NULL, 2, tgt, ra, su.key[R_BIG], &ctx));
-		expect_err(wait_comp(&ctx), 0, "readv");
-		if (memcmp(dst, src, len))
-			DIE("readv of %zu bytes differs", len);
-
-		/* writedata: data checked at the target (in order) */
-		if (len <= (1u << 20) + 1) {
-			seed += 1000;
-			fill(src, len, seed);
-			POST(fi_writedata(me.ep, src, len, NULL, 0xD000 + ndata, tgt, ra,
-					  su.key[R_BIG], &ctx));
-			expect_err(wait_comp(&ctx), 0, "writedata");
-			ndata++;
-			if (ask((struct cmd){.op = 'V', .seed = seed, .off = off, .len = len}) != 'k')
-				DIE("target memory wrong after a %zu-byte writedata", len);
-		}
-	}
-	free(src);
-	free(dst);
-	printf("[%d] sweep: %zu sizes 0 .. %u B, write/read/writev/readv/writedata ok\n",
-	       (int)getpid(), ns, BIG);
-}
-
-/* ---- atomics: reference on small integers ---- */
-static size_t dsize(int dt)
-{
-	switch (dt) {
-	case FI_INT8: case FI_UINT8: return 1;
-	case FI_INT16: case FI_UINT16: return 2;
-	case FI_INT32: case FI_UINT32: case FI_FLOAT: return 4;
-	case FI_INT64: case FI_UINT64: case FI_DOUBLE: case FI_FLOAT_COMPLEX: return 8;
-	case FI_LONG_DOUBLE: return sizeof(long double);
-	case FI_DOUBLE_COMPLEX: return sizeof(double complex);
-	case FI_LONG_DOUBLE_COMPLEX: return sizeof(long double complex);
-	default: return 0;
-	}
-}
-
-static void put(int dt, void *buf, int i, int64_t v)
-{
-	uint8_t *p = (uint8_t *)buf + (size_t)i * dsize(dt);
-#define PUT(T) do { T x = (T)v; memcpy(p, &x, sizeof(x)); } while (0)
-	switch (dt) {
-	case FI_INT8: PUT(int8_t); break;
-	case FI_UINT8: PUT(uint8_t); break;
-	case FI_INT16: PUT(int16_t); break;
-	case FI_UINT16: PUT(uint16_t); break;
-	case FI_INT32: PUT(int32_t); break;
-	case FI_UINT32: PUT(uint32_t); break;
-	case FI_INT64: PUT(int64_t); break;
-	case FI_UINT64: PUT(uint64_t); break;
-	case FI_FLOAT: PUT(float); break;
-	case FI_DOUBLE: PUT(double); break;
-	case FI_LONG_DOUBLE: PUT(long double); break;
-	case FI_FLOAT_COMPLEX: PUT(float complex); break;
-	case FI_DOUBLE_COMPLEX: PUT(double complex); break;
-	case FI_LONG_DOUBLE_COMPLEX: PUT(long double complex); break;
-	}
-#undef PUT
-}
-
-static bool same(int dt, const void *buf, int i, int64_t v)
-{
-	const uint8_t *p = (const uint8_t *)buf + (size_t)i * dsize(dt);
-	if (dt == FI_LONG_DOUBLE) {
-		long double a;
-		memcpy(&a, p, sizeof(a));
-		return a == (long double)v;
-	}
-	if (dt == FI_LONG_DOUBLE_COMPLEX) {
-		long double complex a;
-		memcpy(&a, p, sizeof(a));
-		return a == (long double complex)v;
-	}
-	uint8_t want[16];
-	put(dt, want, 0, v);
-	return memcmp(want, p, dsize(dt)) == 0;
-}
-
-static bool is_cplx(int dt)
-{
-	return dt == FI_FLOAT_COMPLEX || dt == FI_DOUBLE_COMPLEX || dt == FI_LONG_DOUBLE_COMPLEX;
-}
-
-static bool ref_valid(int kind, int op, int dt)
-{
-	if (kind == 0 && !(op <= FI_BXOR || op == FI_ATOMIC_WRITE))
-		return false;
-	if (kind == 1 && op > FI_ATOMIC_WRITE)
-		return false;
-	if (kind == 2 && (op < FI_CSWAP || op > FI_MSWAP))
-		return false;
-	if (op == FI_BOR || op == FI_BAND || op == FI_BXOR || op == FI_MSWAP)
-		return dt <= FI_UINT64;
-	if (op == FI_MIN || op == FI_MAX || (op >= FI_CSWAP_LE && op <= FI_CSWAP_GT))
-		return !is_cplx(dt);
-	return true;
-}
-
-static int64_t ref_op(int op, int64_t d, int64_t s, int64_t c)
-{
-	switch (op) {
-	case FI_MIN: return s < d ? s : d;
-	case FI_MAX: return s > d ? s : d;
-	case FI_SUM: return d + s;
-	case FI_PROD: return d * s;
-	case FI_LOR: return d || s;
-	case FI_LAND: return d && s;
-	case FI_BOR: return d | s;
-	case FI_BAND: return d & s;
-	case FI_LXOR: return (d && !s) || (!d && s);
-	case FI_BXOR: return d ^ s;
-	case FI_ATOMIC_READ: return d;
-	case FI_ATOMIC_WRITE: return s;
-	case FI_CSWAP: return c == d ? s : d;
-	case FI_CSWAP_NE: return c != d ? s : d;
-	case FI_CSWAP_LE: return c <= d ? s : d;
-	case FI_CSWAP_LT: return c < d ? s : d;
-	case FI_CSWAP_GE: return c >= d ? s : d;
-	case FI_CSWAP_GT: return c > d ? s : d;
-	case FI_MSWAP: return (s & c) | (d & ~c);
-	default: return -999;
-	}
-}
-
-#define NEL 3
-static const int64_t V_D[NEL] = {6, 2, 0}, V_S[NEL] = {3, 7, 5}, V_C[NEL] = {6, 1, 0};
-
-static void atomics(void)
-{
-	int ctx, n = 0;
-	uint64_t ra = su.base[R_ATOM] + 64; /* 0..63: the shared counters */
-
-	for (int dt = 0; dt < FI_DATATYPE_LAST; dt++) {
-		for (int op = 0; op < FI_ATOMIC_OP_LAST; op++) {
-			for (int k = 0; k < 3; k++) {
-				uint8_t init[NEL * 32], s[NEL * 32], c[NEL * 32], r[NEL * 32],
-					back[NEL * 32];
-				size_t cnt = 0, bytes = NEL * dsize(dt);
-				int v = k == 0   ? fi_atomicvalid(me.ep, dt, op, &cnt)
-					: k == 1 ? fi_fetch_atomicvalid(me.ep, dt, op, &cnt)
-						 : fi_compare_atomicvalid(me.ep, dt, op, &cnt);
-
-				if ((v == 0) != ref_valid(k, op, dt))
-					DIE("valid(kind %d op %d dt %d) = %d", k, op, dt, v);
-				if (v)
-					continue;
-				for (int i = 0; i < NEL; i++) {
-					put(dt, init, i, V_D[i]);
-					put(dt, s, i, V_S[i]);
-					put(dt, c, i, V_C[i]);
-				}
-				POST(fi_write(me.ep, init, bytes, NULL, tgt, ra, su.key[R_ATOM], &ctx));
-				expect_err(wait_comp(&ctx), 0, "atomic setup write");
-				if (k == 0)
-					POST(fi_atomic(me.ep, s, NEL, NULL, tgt, ra, su.key[R_ATOM], dt,
-						       op, &ctx));
-				else if (k == 1)
-					POST(fi_fetch_atomic(me.ep, s, NEL, NULL, r, NULL, tgt, ra,
-							     su.key[R_ATOM], dt, op, &ctx));
-				else
-					POST(fi_compare_atomic(me.ep, s, NEL, NULL, c, NULL, r, NULL,
-							       tgt, ra, su.key[R_ATOM], dt, op,
-							       &ctx));
-				expect_err(wait_comp(&ctx), 0, "atomic");
-				POST(fi_read(me.ep, back, bytes, NULL, tgt, ra, su.key[R_ATOM], &ctx));
-				expect_err(wait_comp(&ctx), 0, "atomic read back");
-				for (int i = 0; i < NEL; i++) {
-					if (!same(dt, back, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
-						DIE("kind %d op %d dt %d element %d: target wrong", k,
-						    op, dt, i);
-					if (k && !same(dt, r, i, V_D[i]))
-						DIE("kind %d op %d dt %d element %d: fetched wrong", k,
-						    op, dt, i);
-				}
-				n++;
-			}
-		}
-	}
-	printf("[%d] atomics: %d op x datatype x call combinations ok\n", (int)getpid(), n);
-}
-
-/* The largest count fi_*atomicvalid allows, for each kind of call: what
- * one call may carry must arrive whole on every wire (a udp path's
- * datagrams may be smaller than the provider's MTU). */
-static void atomics_max(void)
-{
-	uint64_t ra = su.base[R_BIG];
-	int ctx;
-
-	for (int k = 0; k < 3; k++) {
-		int op = k == 2 ? FI_CSWAP : FI_SUM;
-		size_t cnt = 0;
-		int v = k == 0   ? fi_atomicvalid(me.ep, FI_UINT64, op, &cnt)
-			: k == 1 ? fi_fetch_atomicvalid(me.ep, FI_UINT64, op, &cnt)
-				 : fi_compare_atomicvalid(me.ep, FI_UINT64, op, &cnt);
-		size_t bytes = cnt * sizeof(uint64_t);
-		uint64_t *d = malloc(bytes), *sv = malloc(bytes), *c = malloc(bytes),
-			 *r = malloc(bytes), *back = malloc(bytes);
-
-		if (v || !cnt || !d || !sv || !c || !r || !back)
-			DIE("kind %d: valid %d count %zu", k, v, cnt);
-		for (size_t i = 0; i < cnt; i++) {
-			d[i] = i * 3;
-			sv[i] = 1000000 + i;
-			c[i] = i % 3 ? d[i] : ~d[i]; /* two in three compare equal */
-		}
-		POST(fi_write(me.ep, d, bytes, NULL, tgt, ra, su.key[R_BIG], &ctx));
-		expect_err(wait_comp(&ctx), 0, "max atomic setup write");
-		memset(r, 0xee, bytes);
-		if (k == 0)
-			POST(fi_atomic(me.ep, sv, cnt, NULL, tgt, ra, su.key[R_BIG], FI_UINT64, op,
-				       &ctx));
-		else if (k == 1)
-			POST(fi_fetch_atomic(me.ep, sv, cnt, NULL, r, NULL, tgt, ra, su.key[R_BIG],
-					     FI_UINT64, op, &ctx));
-		else
-			POST(fi_compare_atomic(me.ep, sv, cnt, NULL, c, NULL, r, NULL, tgt, ra,
-					       su.key[R_BIG], FI_UINT64, op, &ctx));
-		expect_err(wait_comp(&ctx), 0, "max-count atomic");
-		POST(fi_read(me.ep, back, bytes, NULL, tgt, ra, su.key[R_BIG], &ctx));
-		expect_err(wait_comp(&ctx), 0, "max atomic read back");
-		for (size_t i = 0; i < cnt; i++) {
-			uint64_t want = k == 2 ? (c[i] == d[i] ? sv[i] : d[i]) : d[i] + sv[i];
-
-			if (back[i] != want)
-				DIE("kind %d, %zu elements: element %zu is %llu, want %llu", k,
-				    cnt, i, (unsigned long long)back[i], (unsigned long long)want);
-			if (k && r[i] != d[i])
-				DIE("kind %d, %zu elements: fetched %zu wrong", k, cnt, i);
-		}
-		printf("[%d] atomics: %s of %zu uint64 ok\n", (int)getpid(),
-		       k == 0 ? "atomic" : k == 1 ? "fetch" : "compare", cnt);
-		free(d);
-		free(sv);
-		free(c);
-		free(r);
-		free(back);
-	}
-}
-
-/* fi_inject_write returns before the data is sent, and the buffer is the
- * caller's again at once, even when the operation needs several chunks
- * (a udp path's MTU is smaller than inject_size) and the window is
- * nearly full: the target stalls while 60 one-chunk writes fill it, so
- * the inject cannot leave whole; the buffer is overwritten right after
- * the call, then read back. */
-static void inject_window(void)
-{
-	enum { NW = 60 };
-	static uint8_t small[64], buf[8192], back[8192];
-	size_t len = me.info->tx_attr->inject_size < sizeof(buf) ? me.info->tx_attr->inject_size
-								  : sizeof(buf);
-	uint64_t ra = su.base[R_BIG] + (1u << 20); /* the sweep is over: free */
-	int ctx[NW], rctx, got = 0;
-	bool seen[NW] = {false};
-
-	fill(buf, len, 901);
-	if (ask((struct cmd){.op = 'S'}) != 'k')
-		DIE("target did not stall");
-	for (int i = 0; i < NW; i++)
-		POST(fi_write(me.ep, small, sizeof(small), NULL, tgt, su.base[R_BIG], su.key[R_BIG],
-			      &ctx[i]));
-	POST(fi_inject_write(me.ep, buf, len, tgt, ra, su.key[R_BIG]));
-	memset(buf, 0xa5, len);
-	while (got < NW) {
-		struct fi_cq_data_entry c;
-		ssize_t n = fi_cq_read(me.cq, &c, 1);
-
-		if (n == 1) {
-			int i = (int)((int *)c.op_context - ctx);
-
-			if (i < 0 || i >= NW || seen[i])
-				DIE("unexpected completion %p", c.op_context);
-			seen[i] = true;
-			got++;
-		} else if (n != -FI_EAGAIN) {
-			DIE("fi_cq_read %zd while filling the window", n);
-		}
-		check_deadline();
-	}
-	/* read after write: executed after the inject's last chunk */
-	POST(fi_read(me.ep, back, len, NULL, tgt, ra, su.key[R_BIG], &rctx));
-	expect_err(wait_comp(&rctx), 0, "read after inject");
-	fill(buf, len, 901);
-	if (memcmp(back, buf, len))
-		DIE("a %zu-byte fi_inject_write behind a full window wrote what the buffer held "
-		    "after the call",
-		    len);
-	printf("[%d] inject: %zu-byte fi_inject_write behind a nearly full window ok\n",
-	       (int)getpid(), len);
-}
-
-static void refused(void)
-{
-	/* src has one byte more than the regions: the write longer than the
-	 * region below must be refused by the target, not read past src */
-	static uint8_t src[SMALL + 1], dst[SMALL];
-	uint64_t one = 1, res;
-	int ctx;
-
-	fill(src, sizeof(src), 77);
-	/* bad key */
-	POST(fi_write(me.ep, src, 64, NULL, tgt, su.base[R_BIG], su.key[R_BIG] + 1000, &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "write with a bad key");
-	POST(fi_read(me.ep, dst, 64, NULL, tgt, su.base[R_RO], su.key[R_RO] + 1000, &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "read with a bad key");
-	/* out of range: straddling the end, past it, below the start */
-	POST(fi_write(me.ep, src, 64, NULL, tgt, su.base[R_WO] + SMALL - 32, su.key[R_WO], &ctx));
-	expect_err(wait_comp(&ctx), FI_EINVAL, "write straddling the end");
-	POST(fi_write(me.ep, src, SMALL + 1, NULL, tgt, su.base[R_WO], su.key[R_WO], &ctx));
-	expect_err(wait_comp(&ctx), FI_EINVAL, "write longer than the region");
-	POST(fi_read(me.ep, dst, 8, NULL, tgt, su.base[R_RO] + SMALL + 8, su.key[R_RO], &ctx));
-	expect_err(wait_comp(&ctx), FI_EINVAL, "read past the end");
-	/* large ones (one CMA request, or chunks checked whole at the first) */
-	static uint8_t big[1u << 20];
-	fill(big, sizeof(big), 79);
-	POST(fi_write(me.ep, big, sizeof(big), NULL, tgt,
-		      su.base[R_BIG] + BIG + BIG_PAD - sizeof(big) / 2, su.key[R_BIG], &ctx));
-	expect_err(wait_comp(&ctx), FI_EINVAL, "large write straddling the end");
-	POST(fi_read(me.ep, big, sizeof(big), NULL, tgt,
-		     su.base[R_BIG] + BIG + BIG_PAD - sizeof(big) + 1, su.key[R_BIG], &ctx));
-	expect_err(wait_comp(&ctx), FI_EINVAL, "large read straddling the end");
-	if (virt) {
-		POST(fi_write(me.ep, src, 8, NULL, tgt, su.base[R_WO] - 8, su.key[R_WO], &ctx));
-		expect_err(wait_comp(&ctx), FI_EINVAL, "write below the start");
-	}
-	/* missing access */
-	POST(fi_write(me.ep, src, 64, NULL, tgt, su.base[R_RO], su.key[R_RO], &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "write to a read-only region");
-	POST(fi_read(me.ep, dst, 64, NULL, tgt, su.base[R_WO], su.key[R_WO], &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "read from a write-only region");
-	POST(fi_atomic(me.ep, &one, 1, NULL, tgt, su.base[R_RO], su.key[R_RO], FI_UINT64, FI_SUM,
-		       &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "atomic on a read-only region");
-	POST(fi_fetch_atomic(me.ep, &one, 1, NULL, &res, NULL, tgt, su.base[R_WO], su.key[R_WO],
-			     FI_UINT64, FI_SUM, &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "fetch atomic on a write-only region");
-	/* a large atomic (several chunks where datagrams are small)
-	 * straddling the end: refused whole, no element applied */
-	static uint64_t ones[1024];
-	size_t cnt = 0;
-	if (fi_atomicvalid(me.ep, FI_UINT64, FI_SUM, &cnt) || cnt * 8 <= SMALL)
-		DIE("atomic count %zu", cnt);
-	cnt = cnt > 1024 ? 1024 : cnt;
-	for (size_t i = 0; i < cnt; i++)
-		ones[i] = 1;
-	POST(fi_atomic(me.ep, ones, cnt, NULL, tgt, su.base[R_WO] + 8, su.key[R_WO], FI_UINT64,
-		       FI_SUM, &ctx));
-	expect_err(wait_comp(&ctx), FI_EINVAL, "large atomic straddling the end");
-	if (ask((struct cmd){.op = 'U'}) != 'k')
-		DIE("refused operations changed the target's memory");
-	/* allowed ones on the same regions work */
-	POST(fi_read(me.ep, dst, 64, NULL, tgt, su.base[R_RO], su.key[R_RO], &ctx));
-	expect_err(wait_comp(&ctx), 0, "read of the read-only region");
-	/* a key closed while we hold it */
-	POST(fi_write(me.ep, src, 64, NULL, tgt, su.base[R_DOOMED], su.key[R_DOOMED], &ctx));
-	expect_err(wait_comp(&ctx), 0, "write before close");
-	if (ask((struct cmd){.op = 'X'}) != 'k')
-		DIE("target could not close the region");
-	fill(src, sizeof(src), 78);
-	POST(fi_write(me.ep, src, 64, NULL, tgt, su.base[R_DOOMED], su.key[R_DOOMED], &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "write to a closed key");
-	POST(fi_read(me.ep, dst, 64, NULL, tgt, su.base[R_DOOMED], su.key[R_DOOMED], &ctx));
-	expect_err(wait_comp(&ctx), FI_EACCES, "read of a closed key");
-	if (ask((struct cmd){.op = 'U'}) != 'k')
-		DIE("a closed key's region changed");
-	printf("[%d] refused: bad key, range, access and closed key give errors, memory unchanged\n",
-	       (int)getpid());
-}
-
-static void hammer(void)
-{
-	uint64_t one = 1, old, cur = 0, res;
-	int ctx, tries = 0;
-
-	for (int i = 0; i < NINC; i++) {
-		POST(fi_fetch_atomic(me.ep, &one, 1, NULL, &old, NULL, tgt, su.base[R_ATOM],
-				     su.key[R_ATOM], FI_UINT64, FI_SUM, &ctx));
-		expect_err(wait_comp(&ctx), 0, "fetch-add");
-	}
-	for (int i = 0; i < NCAS;) {
-		uint64_t next = cur + 1;
-		POST(fi_compare_atomic(me.ep, &next, 1, NULL, &cur, NULL, &res, NULL, tgt,
-				       su.base[R_ATOM] + 8, su.key[R_ATOM], FI_UINT64, FI_CSWAP,
-				       &ctx));
-		expect_err(wait_comp(&ctx), 0, "compare-swap");
-		if (res == cur)
-			i++;
-		cur = res == cur ? next : res;
-		if (++tries > 1000000)
-			DIE("compare-swap never succeeds");
-	}
-	printf("[%d] hammer: %d fetch-adds, %d compare-swap increments (%d tries)\n", (int)getpid(),
-	       NINC, NCAS, tries);
-}
+/* writedata operations sweep() sent: the target must have seen as many */
+uint64_t ndata;
 
 static void child(int idx)
 {
