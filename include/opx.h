@@ -74,7 +74,14 @@ extern struct fi_provider opx_prov;
 
 #define OPX_WARN(subsys, ...) FI_WARN(&opx_prov, subsys, __VA_ARGS__)
 #define OPX_INFO(subsys, ...) FI_INFO(&opx_prov, subsys, __VA_ARGS__)
+/* FI_DBG only prints in a libfabric built with ENABLE_DEBUG, which a
+ * provider plugin cannot rely on: a debug build of opx (--enable-debug)
+ * logs OPX_DBG at FI_LOG_DEBUG itself; other builds compile it out. */
+#ifdef OPX_DEBUG
+#define OPX_DBG(subsys, ...) FI_LOG(&opx_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
+#else
 #define OPX_DBG(subsys, ...) FI_DBG(&opx_prov, subsys, __VA_ARGS__)
+#endif
 
 /* ---------------------------------------------------------------------
  * Parameters: every tunable, defined with fi_param_define in opx_init.c
