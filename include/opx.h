@@ -9,7 +9,7 @@
  * above FI_THREAD_DOMAIN); otherwise taking it is a predictable branch.
  * API entry points take it; internal functions (names ending in _locked,
  * or documented so) assume it is held.  Fabric and EQ have their own
- * always-on mutex (control path).
+ * always-on mutex (control path).  The lock itself: opx_lock.h.
  */
 #ifndef OPX_H
 #define OPX_H
@@ -31,6 +31,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "opx_list.h"
+#include "opx_lock.h"
 #include "shim_ring.h"
 #include "shim_udp_wire.h"
 
@@ -151,34 +152,6 @@ int opx_dev_open(struct shim_dev **devp);
 
 /* Map a shim -errno (or plain -errno) to -FI_E*.  One place for it. */
 int opx_err_from_shim(int err);
-
-/* ---------------------------------------------------------------------
- * Lock.
- */
-struct opx_lock {
-	pthread_mutex_t mutex;
-	bool on;
-};
-
-static inline void opx_lock_init(struct opx_lock *l, bool on)
-{
-	pthread_mutex_init(&l->mutex, NULL);
-	l->on = on;
-}
-static inline void opx_lock_destroy(struct opx_lock *l)
-{
-	pthread_mutex_destroy(&l->mutex);
-}
-static inline void opx_lock_acquire(struct opx_lock *l)
-{
-	if (l->on)
-		pthread_mutex_lock(&l->mutex);
-}
-static inline void opx_lock_release(struct opx_lock *l)
-{
-	if (l->on)
-		pthread_mutex_unlock(&l->mutex);
-}
 
 /* ---------------------------------------------------------------------
  * Fabric.
