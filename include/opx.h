@@ -327,7 +327,7 @@ fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sct
 struct opx_eq {
 	struct fid_eq eq_fid;
 	struct opx_fabric *fabric;
-	pthread_mutex_t lock;
+	struct opx_lock lock; /* always on: its own, not the domain's */
 	struct opx_list events;
 	struct opx_list errors;
 	enum fi_wait_obj wait_obj;
