@@ -31,10 +31,11 @@ struct opx_lock {
 	pthread_mutex_t mutex;
 	bool on;
 #ifdef OPX_DEBUG
-	/* Written by the holder only; read by anyone.  A thread that does
-	 * not hold the lock may see a stale owner, never itself: it cleared
-	 * held (in this order) before it last let go. */
-	pthread_t owner;
+	/* Written by the holder only, read by any thread (atomics, relaxed:
+	 * no data race, no ordering needed).  A thread that does not hold
+	 * the lock may see a stale owner, never itself: it cleared held
+	 * before it last let go, and sets owner before held. */
+	_Atomic(pthread_t) owner;
 	_Atomic bool held;
 #endif
 };
@@ -44,7 +45,7 @@ struct opx_lock {
 static inline bool opx_lock_held(const struct opx_lock *l)
 {
 	return atomic_load_explicit(&l->held, memory_order_relaxed) &&
-	       pthread_equal(l->owner, pthread_self());
+	       pthread_equal(atomic_load_explicit(&l->owner, memory_order_relaxed), pthread_self());
 }
 
 /* Debug builds only: a broken lock rule is a bug in opx, and carrying on
@@ -71,6 +72,7 @@ static inline void opx_lock_init(struct opx_lock *l, bool on)
 	pthread_mutex_init(&l->mutex, NULL);
 	l->on = on;
 #ifdef OPX_DEBUG
+	atomic_init(&l->owner, (pthread_t)0);
 	atomic_init(&l->held, false);
 #endif
 }
@@ -92,7 +94,7 @@ static inline void opx_lock_acquire_at(struct opx_lock *l, const char *func, con
 		opx_lock_fail("takes the lock it already holds", func, file, line);
 	if (l->on)
 		pthread_mutex_lock(&l->mutex);
-	l->owner = pthread_self();
+	atomic_store_explicit(&l->owner, pthread_self(), memory_order_relaxed);
 	atomic_store_explicit(&l->held, true, memory_order_relaxed);
 }
 static inline void opx_lock_release_at(struct opx_lock *l, const char *func, const char *file,
