@@ -9,7 +9,7 @@
  * above FI_THREAD_DOMAIN); otherwise taking it is a predictable branch.
  * API entry points take it; internal functions (names ending in _locked,
  * or documented so) assume it is held.  Fabric and EQ have their own
- * always-on mutex (control path).
+ * always-on mutex (control path).  The lock itself: opx_lock.h.
  */
 #ifndef OPX_H
 #define OPX_H
@@ -31,6 +31,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "opx_list.h"
+#include "opx_lock.h"
 #include "shim_ring.h"
 #include "shim_udp_wire.h"
 
@@ -74,7 +75,14 @@ extern struct fi_provider opx_prov;
 
 #define OPX_WARN(subsys, ...) FI_WARN(&opx_prov, subsys, __VA_ARGS__)
 #define OPX_INFO(subsys, ...) FI_INFO(&opx_prov, subsys, __VA_ARGS__)
+/* FI_DBG only prints in a libfabric built with ENABLE_DEBUG, which a
+ * provider plugin cannot rely on: a debug build of opx (--enable-debug)
+ * logs OPX_DBG at FI_LOG_DEBUG itself; other builds compile it out. */
+#ifdef OPX_DEBUG
+#define OPX_DBG(subsys, ...) FI_LOG(&opx_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
+#else
 #define OPX_DBG(subsys, ...) FI_DBG(&opx_prov, subsys, __VA_ARGS__)
+#endif
 
 /* ---------------------------------------------------------------------
  * Parameters: every tunable, defined with fi_param_define in opx_init.c
@@ -144,34 +152,6 @@ int opx_dev_open(struct shim_dev **devp);
 
 /* Map a shim -errno (or plain -errno) to -FI_E*.  One place for it. */
 int opx_err_from_shim(int err);
-
-/* ---------------------------------------------------------------------
- * Lock.
- */
-struct opx_lock {
-	pthread_mutex_t mutex;
-	bool on;
-};
-
-static inline void opx_lock_init(struct opx_lock *l, bool on)
-{
-	pthread_mutex_init(&l->mutex, NULL);
-	l->on = on;
-}
-static inline void opx_lock_destroy(struct opx_lock *l)
-{
-	pthread_mutex_destroy(&l->mutex);
-}
-static inline void opx_lock_acquire(struct opx_lock *l)
-{
-	if (l->on)
-		pthread_mutex_lock(&l->mutex);
-}
-static inline void opx_lock_release(struct opx_lock *l)
-{
-	if (l->on)
-		pthread_mutex_unlock(&l->mutex);
-}
 
 /* ---------------------------------------------------------------------
  * Fabric.
@@ -347,7 +327,7 @@ fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sct
 struct opx_eq {
 	struct fid_eq eq_fid;
 	struct opx_fabric *fabric;
-	pthread_mutex_t lock;
+	struct opx_lock lock; /* always on: its own, not the domain's */
 	struct opx_list events;
 	struct opx_list errors;
 	enum fi_wait_obj wait_obj;

@@ -166,11 +166,13 @@ void opx_auto_stop(struct opx_domain *d)
 
 int opx_auto_add_locked(struct opx_domain *d, struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&d->lock);
 	return d->autop ? opx_pset_add(&d->autop->eps, ep) : 0;
 }
 
 void opx_auto_remove_locked(struct opx_domain *d, struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&d->lock);
 	if (d->autop)
 		opx_pset_remove(&d->autop->eps, ep);
 }

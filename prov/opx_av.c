@@ -182,6 +182,7 @@ static void opx_av_rmap_del(struct opx_av *av, uint32_t key, uint64_t val)
 
 fi_addr_t opx_av_src_locked(const struct opx_av *av, uint16_t slid, uint16_t sctx)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	uint32_t key = opx_av_key(slid, sctx);
 	size_t mask = av->rmap_size - 1;
 	size_t i = opx_av_hash(key, mask);
@@ -232,6 +233,7 @@ static bool opx_av_addr_unresolved(const struct shim_addr *a)
 
 void opx_av_learn_locked(struct opx_av *av, const struct shim_addr *addr)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	for (size_t i = 0; i < av->count; i++) {
 		struct opx_av_entry *e = &av->table[i];
 

@@ -141,6 +141,7 @@ static void opx_av_mark_dead(struct opx_av *av, struct opx_av_entry *e, fi_addr_
 
 int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	bool sub;
 	struct opx_av_entry *e = opx_av_entry_locked(av, addr, &sub);
 
@@ -154,6 +155,7 @@ int opx_av_stalled_locked(struct opx_av *av, fi_addr_t addr)
 
 bool opx_av_peer_dead_locked(struct opx_av *av, fi_addr_t addr, uint32_t round)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	struct opx_av_entry *e;
 	struct shim_peer *p;
 	bool sub;
@@ -328,6 +330,7 @@ static int opx_av_sub_make(struct opx_av *av, struct opx_av_entry *e)
 
 struct opx_av_entry *opx_av_entry_locked(struct opx_av *av, fi_addr_t addr, bool *sub)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	struct opx_av_entry *e;
 	fi_addr_t base;
 	uint64_t rx;
@@ -355,6 +358,7 @@ struct opx_av_entry *opx_av_entry_locked(struct opx_av *av, fi_addr_t addr, bool
 
 fi_addr_t opx_av_base_locked(const struct opx_av *av, fi_addr_t addr)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	fi_addr_t base;
 	uint64_t rx;
 
@@ -371,6 +375,7 @@ fi_addr_t opx_av_base_locked(const struct opx_av *av, fi_addr_t addr)
  * the fast path needs no separate valid test. */
 int opx_av_peer_locked(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer)
 {
+	OPX_ASSERT_LOCKED(&av->domain->lock);
 	if (__builtin_expect(addr < av->count, 1)) {
 		struct shim_peer *p = av->table[addr].peer;
 

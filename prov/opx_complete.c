@@ -55,6 +55,7 @@ static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
 
 bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	while (cq->tail - cq->head + n > cq->mask + 1)
 		if (opx_cq_grow(cq))
 			return false;
@@ -92,6 +93,7 @@ static __attribute__((noinline, cold)) int opx_cq_overrun(struct opx_cq *cq, voi
 int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
 			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	if (__builtin_expect(cq->tail - cq->head > cq->mask, 0)) {
 		if (opx_cq_grow(cq))
 			return opx_cq_overrun(cq, op_context, flags, len, buf, data, tag, src);
@@ -135,6 +137,7 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
 			     int prov_errno, fi_addr_t src)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	struct opx_cq_err_node *en =
 		opx_cq_err_queue(cq, op_context, flags, len, buf, data, tag, src);
 
@@ -157,6 +160,7 @@ int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t f
 				 void *buf, uint64_t data, uint64_t tag, const void *addr,
 				 size_t addrlen)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	struct opx_cq_err_node *en;
 
 	static_assert(sizeof(struct shim_addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");

@@ -84,6 +84,7 @@ static struct opx_cq_err_node *opx_cq_first_err(struct opx_cq *cq)
  * the error is topmost. */
 static ssize_t opx_cq_avail_locked(struct opx_cq *cq)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	struct opx_cq_err_node *en = opx_cq_first_err(cq);
 	uint64_t end = cq->tail;
 
@@ -99,6 +100,7 @@ static ssize_t opx_cq_avail_locked(struct opx_cq *cq)
  * trywait's arming, drain a consumed fi_cq_signal, then progress. */
 static void opx_cq_enter_read_locked(struct opx_cq *cq)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
 
 	if (__builtin_expect(priv->armed, 0)) {
@@ -118,6 +120,7 @@ static void opx_cq_enter_read_locked(struct opx_cq *cq)
 
 static ssize_t opx_cq_copy_locked(struct opx_cq *cq, void *buf, size_t count, fi_addr_t *src_addr)
 {
+	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	size_t esz = opx_cq_priv_of(cq)->entry_size;
 	ssize_t avail = opx_cq_avail_locked(cq);
 	uint8_t *out = buf;

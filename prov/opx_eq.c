@@ -55,12 +55,14 @@ static struct opx_eq_impl *opx_eq_impl(struct fid_eq *eq)
 /* Keep the eventfd readable iff there are entries.  Called with lock. */
 static void opx_eq_signal_locked(struct opx_eq *eq)
 {
+	OPX_ASSERT_LOCKED(&eq->lock);
 	if (eq->efd >= 0)
 		(void)eventfd_write(eq->efd, 1);
 }
 
 static void opx_eq_drain_locked(struct opx_eq *eq)
 {
+	OPX_ASSERT_LOCKED(&eq->lock);
 	eventfd_t v;
 
 	if (eq->efd >= 0 && opx_list_empty(&eq->events))
@@ -69,12 +71,14 @@ static void opx_eq_drain_locked(struct opx_eq *eq)
 
 static void opx_eq_forget_err_locked(struct opx_eq_impl *impl)
 {
+	OPX_ASSERT_LOCKED(&impl->eq.lock);
 	free(impl->last_err);
 	impl->last_err = NULL;
 }
 
 static struct opx_eq_entry *opx_eq_head_locked(struct opx_eq *eq)
 {
+	OPX_ASSERT_LOCKED(&eq->lock);
 	if (opx_list_empty(&eq->events))
 		return NULL;
 	return OPX_CONTAINER_OF(eq->events.next, struct opx_eq_entry, link);
@@ -83,6 +87,7 @@ static struct opx_eq_entry *opx_eq_head_locked(struct opx_eq *eq)
 static ssize_t opx_eq_read_locked(struct opx_eq_impl *impl, uint32_t *event, void *buf,
 				  size_t len, uint64_t flags)
 {
+	OPX_ASSERT_LOCKED(&impl->eq.lock);
 	struct opx_eq *eq = &impl->eq;
 	struct opx_eq_entry *e = opx_eq_head_locked(eq);
 	size_t n;
@@ -118,9 +123,9 @@ static ssize_t opx_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf, si
 	if (flags & ~FI_PEEK)
 		return -FI_EBADFLAGS;
 	impl = opx_eq_impl(eq_fid);
-	pthread_mutex_lock(&impl->eq.lock);
+	opx_lock_acquire(&impl->eq.lock);
 	ret = opx_eq_read_locked(impl, event, buf, len, flags);
-	pthread_mutex_unlock(&impl->eq.lock);
+	opx_lock_release(&impl->eq.lock);
 	return ret;
 }
 
@@ -135,10 +140,10 @@ static ssize_t opx_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *buf
 	if (flags & ~FI_PEEK)
 		return -FI_EBADFLAGS;
 	impl = opx_eq_impl(eq_fid);
-	pthread_mutex_lock(&impl->eq.lock);
+	opx_lock_acquire(&impl->eq.lock);
 	e = opx_eq_head_locked(&impl->eq);
 	if (!e || !e->is_err) {
-		pthread_mutex_unlock(&impl->eq.lock);
+		opx_lock_release(&impl->eq.lock);
 		return -FI_EAGAIN;
 	}
 	want = buf->err_data_size;
@@ -165,7 +170,7 @@ static ssize_t opx_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *buf
 		impl->last_err = e;
 		opx_eq_drain_locked(&impl->eq);
 	}
-	pthread_mutex_unlock(&impl->eq.lock);
+	opx_lock_release(&impl->eq.lock);
 	return (ssize_t)sizeof(*buf);
 }
 
@@ -206,10 +211,10 @@ static ssize_t opx_eq_write(struct fid_eq *eq_fid, uint32_t event, const void *b
 		memcpy(e->buf, buf, len);
 	}
 	impl = opx_eq_impl(eq_fid);
-	pthread_mutex_lock(&impl->eq.lock);
+	opx_lock_acquire(&impl->eq.lock);
 	opx_list_insert_tail(&impl->eq.events, &e->link);
 	opx_eq_signal_locked(&impl->eq);
-	pthread_mutex_unlock(&impl->eq.lock);
+	opx_lock_release(&impl->eq.lock);
 	return (ssize_t)len;
 }
 
@@ -242,9 +247,9 @@ static ssize_t opx_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, s
 		struct pollfd pfd = {.fd = impl->eq.efd, .events = POLLIN};
 		int slice = opx_env.sleep_ms > 0 ? opx_env.sleep_ms : 1;
 
-		pthread_mutex_lock(&impl->eq.lock);
+		opx_lock_acquire(&impl->eq.lock);
 		ret = opx_eq_read_locked(impl, event, buf, len, flags);
-		pthread_mutex_unlock(&impl->eq.lock);
+		opx_lock_release(&impl->eq.lock);
 		if (ret != -FI_EAGAIN)
 			return ret;
 		if (timeout >= 0) {
@@ -294,10 +299,10 @@ static int opx_eq_close(struct fid *fid)
 		opx_list_remove(it);
 		free(OPX_CONTAINER_OF(it, struct opx_eq_entry, link));
 	}
-	opx_eq_forget_err_locked(impl);
+	free(impl->last_err); /* no one else can reach the EQ any more */
 	if (impl->eq.efd >= 0)
 		close(impl->eq.efd);
-	pthread_mutex_destroy(&impl->eq.lock);
+	opx_lock_destroy(&impl->eq.lock);
 	atomic_fetch_sub(&impl->eq.fabric->refcnt, 1);
 	free(impl);
 	return 0;
@@ -313,9 +318,9 @@ static int opx_eq_trywait(struct opx_eq *eq)
 
 	if (eq->wait_obj == FI_WAIT_NONE)
 		return -FI_EINVAL;
-	pthread_mutex_lock(&eq->lock);
+	opx_lock_acquire(&eq->lock);
 	ret = opx_list_empty(&eq->events) ? 0 : -FI_EAGAIN;
-	pthread_mutex_unlock(&eq->lock);
+	opx_lock_release(&eq->lock);
 	return ret;
 }
 
@@ -391,7 +396,7 @@ int opx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 	}
 	impl->eq.fabric = fab;
 	impl->eq.wait_obj = wait;
-	pthread_mutex_init(&impl->eq.lock, NULL);
+	opx_lock_init(&impl->eq.lock, true); /* always a real mutex */
 	opx_list_init(&impl->eq.events);
 	opx_list_init(&impl->eq.errors); /* unused: errors stay in arrival order */
 	atomic_init(&impl->eq.refcnt, 0);

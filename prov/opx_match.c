@@ -208,6 +208,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 			   uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
 			   bool tagged)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct opx_rx_req *req;
 	struct opx_ux *ux;
 	size_t len = 0;
@@ -292,6 +293,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 
 int opx_ep_cancel_locked(struct opx_ep *ep, void *context)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct opx_list *qs[2] = {&ep->posted_tag, &ep->posted_msg};
 	struct opx_list *it;
 

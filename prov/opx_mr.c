@@ -38,7 +38,10 @@ struct opx_mr *opx_mr_find_locked(struct opx_domain *domain, uint64_t key)
 {
 	struct opx_mr *mr;
 
-	if (!domain || !domain->mr_table.bucket)
+	if (!domain)
+		return NULL;
+	OPX_ASSERT_LOCKED(&domain->lock);
+	if (!domain->mr_table.bucket)
 		return NULL;
 	for (mr = domain->mr_table.bucket[opx_mr_hash(key, domain->mr_table.mask)]; mr;
 	     mr = mr->hnext)
@@ -168,6 +171,7 @@ static void opx_mr_rgn_all(struct opx_ep *ep, bool publish)
 
 void opx_mr_ep_enable_locked(struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	if (ep->rgn_pub || !ep->shim || (!opx_env.rma_direct_write && !opx_env.rma_direct_read) ||
 	    !(ep->caps & (FI_RMA | FI_ATOMIC)) || ep->sep_role == OPX_SEP_TX || ep->rwrite_cntr ||
 	    ep->rread_cntr)
@@ -179,6 +183,7 @@ void opx_mr_ep_enable_locked(struct opx_ep *ep)
 
 void opx_mr_ep_close_locked(struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	if (!ep->rgn_pub)
 		return;
 	opx_list_remove(&ep->rgn_link);
@@ -204,6 +209,7 @@ static void opx_mr_rgn_each(struct opx_mr *mr, bool publish)
 int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len,
 			  uint64_t need, struct iovec *out, size_t *outcnt, struct opx_mr **mrp)
 {
+	OPX_ASSERT_LOCKED(&d->lock);
 	struct opx_mr *mr = opx_mr_find_locked(d, key);
 	uint64_t off;
 

@@ -212,6 +212,7 @@ static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_
 ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct shim_peer *peer;
 	uint8_t pflags = (tagged ? OPX_PF_TAGGED : 0) | ((flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
 	struct iovec bounce;

@@ -58,6 +58,7 @@ static inline int opx_rx_budget(struct opx_ep *ep)
 
 void opx_ep_progress_locked(struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	int n, budget;
 
 	if (!ep->enabled)

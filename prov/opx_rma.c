@@ -368,6 +368,7 @@ static void opx_rma_push_queue(struct opx_ep *ep, struct opx_rma_state *st)
  */
 ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct opx_rma_state *st;
 	struct opx_rma_op *op;
 	struct shim_peer *peer;

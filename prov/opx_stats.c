@@ -48,6 +48,7 @@ static const char *opx_stats_drop_name(unsigned int i)
 /* Snapshot with the domain lock held. */
 static void opx_stats_snapshot_locked(const struct opx_ep *ep, struct opx_stats *st)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	unsigned int i;
 
 	*st = ep->stats;

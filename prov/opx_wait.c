@@ -29,6 +29,19 @@
 /* sched_yield() rounds after the spin phase, before sleeping. */
 #define OPX_WAIT_YIELDS 64
 
+/* A set's *_locked functions need the domain lock of its endpoints (a CQ,
+ * counter or progress thread drives endpoints of its own domain only); an
+ * empty set touches nothing shared. */
+#ifdef OPX_DEBUG
+#define OPX_PSET_ASSERT_LOCKED(ps)                                                                 \
+	do {                                                                                       \
+		if ((ps)->count)                                                                   \
+			OPX_ASSERT_LOCKED(&(ps)->eps[0]->domain->lock);                            \
+	} while (0)
+#else
+#define OPX_PSET_ASSERT_LOCKED(ps) ((void)0)
+#endif
+
 int opx_pset_add(struct opx_pset *ps, struct opx_ep *ep)
 {
 	size_t pos = ps->count;
@@ -80,6 +93,7 @@ static bool opx_pset_has(const struct opx_pset *ps, const struct opx_ep *ep)
 
 int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	bool first = !opx_pset_has(ps, ep);
 	int ret = opx_pset_add(ps, ep);
 
@@ -100,6 +114,7 @@ int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
 
 bool opx_pset_detach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
 {
+	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	if (!opx_pset_has(ps, ep))
 		return false;
 	opx_pset_remove(ps, ep);
@@ -168,6 +183,7 @@ int opx_wait_control(int command, void *arg, int fd, enum fi_wait_obj wait_obj)
 
 int opx_pset_trywait_locked(struct opx_pset *ps, bool *armed, bool ready)
 {
+	OPX_PSET_ASSERT_LOCKED(ps);
 	int ret;
 
 	if (ready)
@@ -190,6 +206,7 @@ void opx_pset_free(struct opx_pset *ps)
 
 void opx_pset_progress_locked(struct opx_pset *ps)
 {
+	OPX_PSET_ASSERT_LOCKED(ps);
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
@@ -201,6 +218,7 @@ void opx_pset_progress_locked(struct opx_pset *ps)
  * when one of them already has work. */
 int opx_pset_arm_locked(struct opx_pset *ps)
 {
+	OPX_PSET_ASSERT_LOCKED(ps);
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
@@ -220,6 +238,7 @@ int opx_pset_arm_locked(struct opx_pset *ps)
 
 void opx_pset_disarm_locked(struct opx_pset *ps)
 {
+	OPX_PSET_ASSERT_LOCKED(ps);
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
@@ -277,6 +296,7 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 
 	if (!ps || !lock || !done)
 		return -FI_EINVAL;
+	OPX_ASSERT_LOCKED(lock);
 
 	for (;;) {
 		opx_pset_progress_locked(ps);

@@ -7,7 +7,8 @@
 #      tree itself (in a local git clone, see build_intree)
 #   3. ASan+UBSan build (--enable-sanitizers) running the unit tests, then
 #      the integration and MPI suites with the sanitizer runtime preloaded
-#   4. clang -Werror build of everything, tests included (compile check)
+#   4. clang -Werror debug build (--enable-debug) of everything, tests
+#      included, running the unit tests with the lock assertions armed
 #   5. make distcheck: the release tarball configures, builds, passes the
 #      unit, man page and install tests, installs and uninstalls cleanly
 #   0. (before 2) the call graph of prov/ and driver-shim/ has no call
@@ -94,10 +95,15 @@ build_asan() {
 		make check-integration
 }
 
+# clang builds the debug configuration: -Werror over every file, and
+# the unit suites (not their wrappers: about a minute) run with every
+# *_locked function asserting that its caller holds the lock.  The gcc
+# builds above cover the release configuration.
 build_clang() {
-	CC=clang "$REPO/configure" --enable-werror &&
+	CC=clang "$REPO/configure" --enable-werror --enable-debug &&
 		make -j"$JOBS" &&
-		make -j"$JOBS" check-build
+		make -j"$JOBS" check-build &&
+		make check TESTS='$(UNIT_TESTS)'
 }
 
 # The release tarball: the unit suites and the install checks are enough
@@ -129,7 +135,7 @@ stage "call graph: no new circle (scripts/callgraph.sh)" "$REPO/build-callgraph"
 	bash "$REPO/scripts/callgraph.sh"
 stage "gcc in-tree build + make check (unit + integration)" "$REPO/build-intree" build_intree
 stage "ASan+UBSan build + unit, integration and MPI tests" "$REPO/build-asan" build_asan
-stage "clang -Werror build" "$REPO/build-clang" build_clang
+stage "clang -Werror debug build + unit tests" "$REPO/build-clang" build_clang
 stage "make distcheck" "$REPO/build-dist" build_distcheck
 
 echo
@@ -141,7 +147,7 @@ echo "elapsed ${SECONDS}s"
 npass=0
 nfail=0
 for log in "$REPO"/build-intree/src/test-suite.log "$REPO"/build-asan/unit-suite.log \
-	"$REPO"/build-asan/test-suite.log; do
+	"$REPO"/build-asan/test-suite.log "$REPO"/build-clang/test-suite.log; do
 	[ -f "$log" ] || continue
 	p=$(awk '/^# PASS:/ {print $3; exit}' "$log")
 	f=$(awk '/^# (FAIL|ERROR):/ {s += $3} END {print s + 0}' "$log")

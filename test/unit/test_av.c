@@ -78,6 +78,28 @@ static struct opx_av *opx_of(struct fid_av *av)
 	return OPX_CONTAINER_OF(av, struct opx_av, av_fid);
 }
 
+/* The data path's lookups, with the domain lock they expect (a debug
+ * build asserts it). */
+static fi_addr_t av_src(struct opx_av *av, uint16_t lid, uint16_t ctx)
+{
+	fi_addr_t fa;
+
+	opx_lock_acquire(&av->domain->lock);
+	fa = opx_av_src_locked(av, lid, ctx);
+	opx_lock_release(&av->domain->lock);
+	return fa;
+}
+
+static int av_peer(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer)
+{
+	int ret;
+
+	opx_lock_acquire(&av->domain->lock);
+	ret = opx_av_peer_locked(av, addr, peer);
+	opx_lock_release(&av->domain->lock);
+	return ret;
+}
+
 static void check_basic(enum fi_av_type type)
 {
 	struct fid_av *av = open_av(type, 0);
@@ -283,7 +305,7 @@ static void test_av_growth(void **state)
 		assert_int_equal(fa[i], (fi_addr_t)i);
 		assert_int_equal(fi_av_lookup(av, fa[i], &out, &len), 0);
 		assert_memory_equal(&out, &in[i], sizeof(out));
-		assert_int_equal(opx_av_src_locked(oav, in[i].lid, in[i].ctx), fa[i]);
+		assert_int_equal(av_src(oav, in[i].lid, in[i].ctx), fa[i]);
 	}
 	free(in);
 	free(fa);
@@ -302,23 +324,23 @@ static void test_av_reverse_map(void **state)
 	fi_addr_t fa, fb, fc;
 
 	(void)state;
-	assert_int_equal(opx_av_src_locked(oav, 9, 4), FI_ADDR_NOTAVAIL);
+	assert_int_equal(av_src(oav, 9, 4), FI_ADDR_NOTAVAIL);
 	assert_int_equal(fi_av_insert(av, &a, 1, &fa, 0, NULL), 1);
-	assert_int_equal(opx_av_src_locked(oav, 9, 4), fa);
+	assert_int_equal(av_src(oav, 9, 4), fa);
 	assert_int_equal(fi_av_insert(av, &b, 1, &fb, 0, NULL), 1);
 	assert_int_equal(fi_av_insert(av, &c, 1, &fc, 0, NULL), 1);
-	assert_int_equal(opx_av_src_locked(oav, 9, 4), fb);
-	assert_int_equal(opx_av_src_locked(oav, 9, 5), fc);
-	assert_int_equal(opx_av_src_locked(oav, 9, 6), FI_ADDR_NOTAVAIL);
-	assert_int_equal(opx_av_src_locked(oav, 0xffff, 0xffff), FI_ADDR_NOTAVAIL);
+	assert_int_equal(av_src(oav, 9, 4), fb);
+	assert_int_equal(av_src(oav, 9, 5), fc);
+	assert_int_equal(av_src(oav, 9, 6), FI_ADDR_NOTAVAIL);
+	assert_int_equal(av_src(oav, 0xffff, 0xffff), FI_ADDR_NOTAVAIL);
 
 	assert_int_equal(fi_av_remove(av, &fb, 1, 0), 0);
-	assert_int_equal(opx_av_src_locked(oav, 9, 4), fa);
+	assert_int_equal(av_src(oav, 9, 4), fa);
 	assert_int_equal(fi_av_remove(av, &fa, 1, 0), 0);
-	assert_int_equal(opx_av_src_locked(oav, 9, 4), FI_ADDR_NOTAVAIL);
-	assert_int_equal(opx_av_src_locked(oav, 9, 5), fc);
+	assert_int_equal(av_src(oav, 9, 4), FI_ADDR_NOTAVAIL);
+	assert_int_equal(av_src(oav, 9, 5), fc);
 	assert_int_equal(fi_av_remove(av, &fc, 1, 0), 0);
-	assert_int_equal(opx_av_src_locked(oav, 9, 5), FI_ADDR_NOTAVAIL);
+	assert_int_equal(av_src(oav, 9, 5), FI_ADDR_NOTAVAIL);
 	assert_int_equal(fi_close(&av->fid), 0);
 }
 
@@ -340,7 +362,7 @@ static void test_av_reverse_map_remove_many(void **state)
 		assert_int_equal(fi_av_remove(av, &i, 1, 0), 0);
 	for (int i = 0; i < N; i++) {
 		fi_addr_t want = (i % 3 == 0) ? FI_ADDR_NOTAVAIL : (fi_addr_t)i;
-		assert_int_equal(opx_av_src_locked(oav, in[i].lid, in[i].ctx), want);
+		assert_int_equal(av_src(oav, in[i].lid, in[i].ctx), want);
 	}
 	free(in);
 	assert_int_equal(fi_close(&av->fid), 0);
@@ -387,11 +409,11 @@ static void test_av_peer_invalid(void **state)
 	fi_addr_t fa;
 
 	(void)state;
-	assert_int_equal(opx_av_peer_locked(oav, 0, &peer), -FI_EINVAL);
-	assert_int_equal(opx_av_peer_locked(oav, FI_ADDR_NOTAVAIL, &peer), -FI_EINVAL);
+	assert_int_equal(av_peer(oav, 0, &peer), -FI_EINVAL);
+	assert_int_equal(av_peer(oav, FI_ADDR_NOTAVAIL, &peer), -FI_EINVAL);
 	assert_int_equal(fi_av_insert(av, &a, 1, &fa, 0, NULL), 1);
 	assert_int_equal(fi_av_remove(av, &fa, 1, 0), 0);
-	assert_int_equal(opx_av_peer_locked(oav, fa, &peer), -FI_EINVAL);
+	assert_int_equal(av_peer(oav, fa, &peer), -FI_EINVAL);
 	assert_null(peer);
 	assert_int_equal(fi_close(&av->fid), 0);
 }

@@ -15,6 +15,29 @@
 #include "rma_fixture.h"
 #include "opx_rma.h"
 
+/* Lookups as the target side makes them, with the domain lock they
+ * expect (a debug build asserts it). */
+static struct opx_mr *mr_find(struct opx_domain *d, uint64_t key)
+{
+	struct opx_mr *mr;
+
+	opx_lock_acquire(&d->lock);
+	mr = opx_mr_find_locked(d, key);
+	opx_lock_release(&d->lock);
+	return mr;
+}
+
+static int mr_resolve(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len, uint64_t need,
+		      struct iovec *out, size_t *outcnt)
+{
+	int ret;
+
+	opx_lock_acquire(&d->lock);
+	ret = opx_mr_resolve_locked(d, key, addr, len, need, out, outcnt, NULL);
+	opx_lock_release(&d->lock);
+	return ret;
+}
+
 /* ---------------------------------------------------------------------
  * Keys.
  */
@@ -35,15 +58,15 @@ static void test_mr_keys_hash(void **state)
 					   (uint64_t)i << 12, 0, &mr[i], NULL),
 				 0);
 	for (int i = 0; i < N; i++)
-		assert_ptr_equal(opx_mr_find_locked(d, (uint64_t)i << 12), fi_mr_desc(mr[i]));
-	assert_null(opx_mr_find_locked(d, 1));
+		assert_ptr_equal(mr_find(d, (uint64_t)i << 12), fi_mr_desc(mr[i]));
+	assert_null(mr_find(d, 1));
 	for (int i = 0; i < N; i += 2)
 		assert_int_equal(fi_close(&mr[i]->fid), 0);
 	for (int i = 0; i < N; i++) {
 		if (i % 2)
-			assert_ptr_equal(opx_mr_find_locked(d, (uint64_t)i << 12), fi_mr_desc(mr[i]));
+			assert_ptr_equal(mr_find(d, (uint64_t)i << 12), fi_mr_desc(mr[i]));
 		else
-			assert_null(opx_mr_find_locked(d, (uint64_t)i << 12));
+			assert_null(mr_find(d, (uint64_t)i << 12));
 	}
 	for (int i = 1; i < N; i += 2)
 		assert_int_equal(fi_close(&mr[i]->fid), 0);
@@ -83,41 +106,38 @@ static void test_mr_resolve(void **state)
 	rma_open(&e, 0);
 	d = OPX_CONTAINER_OF(e.domain, struct opx_domain, domain_fid);
 	assert_int_equal(fi_mr_regv(e.domain, v, 2, FI_REMOTE_READ, 0, 9, 0, &mr, NULL), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 90, 20, FI_REMOTE_READ, out, &n, NULL), 0);
+	assert_int_equal(mr_resolve(d, 9, 90, 20, FI_REMOTE_READ, out, &n), 0);
 	assert_int_equal(n, 2);
 	assert_ptr_equal(out[0].iov_base, buf + 90);
 	assert_int_equal(out[0].iov_len, 10);
 	assert_ptr_equal(out[1].iov_base, buf + 128);
 	assert_int_equal(out[1].iov_len, 10);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 200, FI_REMOTE_READ, out, &n, NULL), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 200, 0, FI_REMOTE_READ, out, &n, NULL), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 1, 200, FI_REMOTE_READ, out, &n, NULL), -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 201, 0, FI_REMOTE_READ, out, &n, NULL), -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, UINT64_MAX, 2, FI_REMOTE_READ, out, &n, NULL),
-			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 8, SIZE_MAX, FI_REMOTE_READ, out, &n, NULL),
-			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 8, FI_REMOTE_WRITE, out, &n, NULL), -FI_EACCES);
-	assert_int_equal(opx_mr_resolve_locked(d, 10, 0, 8, FI_REMOTE_READ, out, &n, NULL), -FI_EACCES);
+	assert_int_equal(mr_resolve(d, 9, 0, 200, FI_REMOTE_READ, out, &n), 0);
+	assert_int_equal(mr_resolve(d, 9, 200, 0, FI_REMOTE_READ, out, &n), 0);
+	assert_int_equal(mr_resolve(d, 9, 1, 200, FI_REMOTE_READ, out, &n), -FI_EINVAL);
+	assert_int_equal(mr_resolve(d, 9, 201, 0, FI_REMOTE_READ, out, &n), -FI_EINVAL);
+	assert_int_equal(mr_resolve(d, 9, UINT64_MAX, 2, FI_REMOTE_READ, out, &n), -FI_EINVAL);
+	assert_int_equal(mr_resolve(d, 9, 8, SIZE_MAX, FI_REMOTE_READ, out, &n), -FI_EINVAL);
+	assert_int_equal(mr_resolve(d, 9, 0, 8, FI_REMOTE_WRITE, out, &n), -FI_EACCES);
+	assert_int_equal(mr_resolve(d, 10, 0, 8, FI_REMOTE_READ, out, &n), -FI_EACCES);
 	fi_close(&mr->fid);
-	assert_int_equal(opx_mr_resolve_locked(d, 9, 0, 8, FI_REMOTE_READ, out, &n, NULL), -FI_EACCES);
+	assert_int_equal(mr_resolve(d, 9, 0, 8, FI_REMOTE_READ, out, &n), -FI_EACCES);
 	rma_close(&e);
 
 	/* virtual addresses */
 	rma_open(&e, FI_MR_VIRT_ADDR);
 	d = OPX_CONTAINER_OF(e.domain, struct opx_domain, domain_fid);
 	assert_int_equal(fi_mr_reg(e.domain, buf + 16, 64, FI_REMOTE_WRITE, 0, 3, 0, &mr, NULL), 0);
-	assert_int_equal(opx_mr_resolve_locked(d, 3, (uint64_t)(uintptr_t)(buf + 20), 60,
-					       FI_REMOTE_WRITE, out, &n, NULL),
-			 0);
+	assert_int_equal(
+		mr_resolve(d, 3, (uint64_t)(uintptr_t)(buf + 20), 60, FI_REMOTE_WRITE, out, &n), 0);
 	assert_ptr_equal(out[0].iov_base, buf + 20);
-	assert_int_equal(opx_mr_resolve_locked(d, 3, (uint64_t)(uintptr_t)(buf + 15), 1,
-					       FI_REMOTE_WRITE, out, &n, NULL),
-			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 3, (uint64_t)(uintptr_t)(buf + 20), 61,
-					       FI_REMOTE_WRITE, out, &n, NULL),
-			 -FI_EINVAL);
-	assert_int_equal(opx_mr_resolve_locked(d, 3, 4, 1, FI_REMOTE_WRITE, out, &n, NULL), -FI_EINVAL);
+	assert_int_equal(
+		mr_resolve(d, 3, (uint64_t)(uintptr_t)(buf + 15), 1, FI_REMOTE_WRITE, out, &n),
+		-FI_EINVAL);
+	assert_int_equal(
+		mr_resolve(d, 3, (uint64_t)(uintptr_t)(buf + 20), 61, FI_REMOTE_WRITE, out, &n),
+		-FI_EINVAL);
+	assert_int_equal(mr_resolve(d, 3, 4, 1, FI_REMOTE_WRITE, out, &n), -FI_EINVAL);
 	fi_close(&mr->fid);
 	rma_close(&e);
 }
