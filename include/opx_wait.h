@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * opx_wait.h - progress sets and blocking waits (opx_wait.c): the
- * endpoints a CQ or counter drives, the wait fds, fi_trywait, and the
- * poll sets of opx_poll.c.  Lock rules as in opx.h.
+ * opx_wait.h - progress sets and blocking waits (opx_pset.c): the
+ * endpoints a CQ or counter drives; the wait objects, the wait fds and
+ * fi_trywait (opx_wait.c); and the poll sets of opx_poll.c.  Lock rules
+ * as in opx.h.
  */
 #ifndef OPX_WAIT_H
 #define OPX_WAIT_H
@@ -10,8 +11,8 @@
 #include "opx.h"
 
 /* ---------------------------------------------------------------------
- * Progress sets: the endpoints a CQ or counter drives, and the blocking
- * wait shared by fi_cq_sread and fi_cntr_wait.
+ * Progress sets (opx_pset.c): the endpoints a CQ or counter drives, and
+ * the blocking wait shared by fi_cq_sread and fi_cntr_wait.
  */
 struct opx_ep;
 

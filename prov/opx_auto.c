@@ -20,7 +20,7 @@
  *   - otherwise it arms the endpoints' wake-ups (the receive contexts'
  *     sleep flags, opx_wait_ep_arm) and sleeps in poll() on their wait
  *     fds and its own stop fd, a bounded slice (FI_OPX_SLEEP_MS) at a
- *     time: a missed wake-up costs a slice, never a hang (opx_wait.c).
+ *     time: a missed wake-up costs a slice, never a hang (opx_pset.c).
  * Endpoints join at fi_enable and leave at close (opx_ep.c); the thread
  * stops at domain close.
  */

@@ -21,7 +21,7 @@
  *
  * No layer below calls back up into this one: the calls that progress are
  * the API's (opx_msg.c, opx_rma_api.c, reading or waiting on a CQ or a
- * counter, opx_wait.c), and the data path below only writes completions
+ * counter, opx_pset.c), and the data path below only writes completions
  * into those objects (opx_complete.c).  When nothing arrived the
  * step also looks for dead senders' holes in the ring and, after
  * FI_OPX_SPIN_COUNT empty polls, for dead peers, and yields the CPU.
