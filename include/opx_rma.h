@@ -2,8 +2,8 @@
 /*
  * opx_rma.h - one-sided communication: memory-region keys (opx_mr.c), RMA
  * (opx_rma.c: the engine's initiator side; opx_rma_target.c: its target
- * side; opx_rma_api.c: the fi_ops_rma and fi_ops_atomic calls) and
- * atomics (opx_atomic.c: the kernels, validity).
+ * side; opx_rma_api.c: the fi_ops_rma calls) and atomics (opx_atomic.c:
+ * the kernels, validity; opx_atomic_api.c: the fi_ops_atomic calls).
  *
  * Wire protocol, the same on both wires.  Every one-sided operation is split
  * into chunks of at most one MTU (on the udp wire: the path's datagram

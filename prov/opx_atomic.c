@@ -3,7 +3,7 @@
  * opx_atomic.c - atomic operations: the op x datatype kernels the target
  * runs, and which op is valid on which type, as fi_query_atomic answers
  * (the fi_atomic / fi_fetch_atomic / fi_compare_atomic entry points and
- * the *valid calls are in opx_rma_api.c, from the same table).
+ * the *valid calls are in opx_atomic_api.c, from the same table).
  *
  * The kernels are one function per datatype, each made from the same
  * few per-family case lists (every type, ordered types, integers), so
