@@ -2,7 +2,7 @@
 /*
  * shim_dev.c - device model of the software SuperNIC: units, ports, LIDs,
  * NUMA affinity and host identity, plus the naming and process-identity
- * helpers the context and peer code share.
+ * helpers the context and peer code share, and the shim's error strings.
  *
  * The device is a process-wide object, like an open /dev/hfi1_N: the
  * first shim_dev_open() builds it, later opens share it (reference
@@ -429,4 +429,40 @@ bool shim_host_has_ipv4(uint32_t ipv4)
 	}
 	freeifaddrs(ifa);
 	return mine;
+}
+
+/* The shim's -errno values as strings for logs (declared in shim_dev.h). */
+const char *shim_strerror(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case 0:
+		return "success";
+	case EINVAL:
+		return "invalid argument";
+	case ENOMEM:
+		return "out of memory";
+	case EAGAIN:
+		return "no credits or not ready: progress and retry";
+	case EMSGSIZE:
+		return "reservation larger than the ring";
+	case EBUSY:
+		return "all receive contexts of the unit are in use";
+	case ENOENT:
+		return "no such receive context";
+	case ESTALE:
+		return "receive context was reused (nonce mismatch)";
+	case EPROTO:
+		return "receive context has an incompatible or corrupt layout";
+	case EHOSTUNREACH:
+		return "peer is on another host";
+	case EACCES:
+	case EPERM:
+		return "permission denied";
+	case ENAMETOOLONG:
+		return "name too long";
+	case EUSERS:
+		return "receive context has no free sender slot";
+	default:
+		return "unknown shim error";
+	}
 }

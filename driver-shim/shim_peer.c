@@ -138,38 +138,3 @@ void shim_peer_wake(struct shim_peer *peer)
 	if (peer)
 		pp->wire->wake(pp);
 }
-
-const char *shim_strerror(int err)
-{
-	switch (err < 0 ? -err : err) {
-	case 0:
-		return "success";
-	case EINVAL:
-		return "invalid argument";
-	case ENOMEM:
-		return "out of memory";
-	case EAGAIN:
-		return "no credits or not ready: progress and retry";
-	case EMSGSIZE:
-		return "reservation larger than the ring";
-	case EBUSY:
-		return "all receive contexts of the unit are in use";
-	case ENOENT:
-		return "no such receive context";
-	case ESTALE:
-		return "receive context was reused (nonce mismatch)";
-	case EPROTO:
-		return "receive context has an incompatible or corrupt layout";
-	case EHOSTUNREACH:
-		return "peer is on another host";
-	case EACCES:
-	case EPERM:
-		return "permission denied";
-	case ENAMETOOLONG:
-		return "name too long";
-	case EUSERS:
-		return "receive context has no free sender slot";
-	default:
-		return "unknown shim error";
-	}
-}
