@@ -346,7 +346,7 @@ int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep *
 /* fi_scalable_ep (opx_sep.c). */
 int opx_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
 		 void *context);
-void opx_ep_progress_locked(struct opx_ep *ep);
+void opx_progress_locked(struct opx_ep *ep);
 
 /* ---------------------------------------------------------------------
  * Info (opx_info.c).

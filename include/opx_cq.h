@@ -65,10 +65,11 @@ int opx_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_c
  * cannot grow (memory, or the cap below).  Operations check it before
  * they are consumed and push back with -FI_EAGAIN, so no completion is
  * ever lost.  Lock held. */
-bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n);
+bool opx_complete_make_room_locked(struct opx_cq *cq, size_t n);
 static inline bool opx_cq_room_locked(struct opx_cq *cq, size_t n)
 {
-	return !cq || cq->tail - cq->head + n <= cq->mask + 1 || opx_cq_make_room_locked(cq, n);
+	return !cq || cq->tail - cq->head + n <= cq->mask + 1 ||
+	       opx_complete_make_room_locked(cq, n);
 }
 /* Free ring slots now, without growing. */
 static inline size_t opx_cq_free_locked(const struct opx_cq *cq)
@@ -77,20 +78,20 @@ static inline size_t opx_cq_free_locked(const struct opx_cq *cq)
 }
 /* Cap the ring at max_entries (rounded up to a power of two; 0: no cap
  * but memory).  A test hook standing for an allocator that fails. */
-void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries);
+void opx_complete_set_cap(struct opx_cq *cq, size_t max_entries);
 /* Lock held.  Returns 0; a completion that finds the ring full and
  * unable to grow becomes an FI_EOVERRUN error entry carrying all of it
  * (never silently dropped); -FI_ENOMEM only if even that fails. */
-int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
-int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
-			     int prov_errno, fi_addr_t src);
+int opx_complete_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			       void *buf, uint64_t data, uint64_t tag, fi_addr_t src);
+int opx_complete_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				   void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
+				   int prov_errno, fi_addr_t src);
 /* FI_SOURCE_ERR: a successful receive from a source not in the AV, as an
  * FI_EADDRNOTAVAIL error entry whose err_data is the source address. */
-int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-				 void *buf, uint64_t data, uint64_t tag, const void *addr,
-				 size_t addrlen);
+int opx_complete_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags,
+				       size_t len, void *buf, uint64_t data, uint64_t tag,
+				       const void *addr, size_t addrlen);
 int opx_cq_attach_ep(struct opx_cq *cq, struct opx_ep *ep);
 void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep);
 
@@ -110,12 +111,12 @@ struct opx_cntr {
 
 int opx_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
 		  void *context);
-static inline void opx_cntr_inc(struct opx_cntr *c)
+static inline void opx_cq_cntr_inc(struct opx_cntr *c)
 {
 	if (c)
 		atomic_fetch_add_explicit(&c->value, 1, memory_order_release);
 }
-static inline void opx_cntr_inc_err(struct opx_cntr *c)
+static inline void opx_cq_cntr_inc_err(struct opx_cntr *c)
 {
 	if (c)
 		atomic_fetch_add_explicit(&c->err, 1, memory_order_release);

@@ -14,7 +14,7 @@
  *                               peer, opx_env.udp_eager_max (and at most
  *                               OPX_UDP_MP_MAX datagrams) to a udp peer,
  *                               lowered to what the receiver advertises
- *                               (opx_msg.c, opx_peer_eager_max)
+ *                               (opx_msg.c, opx_msg_eager_max)
  *   larger                      rendezvous: RTS (tag, length, CQ data, the
  *                               sender's iovec) -> receiver matches and
  *                               pulls the data once with Cross Memory
@@ -55,7 +55,7 @@ struct opx_bounce {
 };
 
 /* Why a received packet was dropped.  Every drop is counted per endpoint
- * (opx_ep_drops) and the first of each reason is logged at warn level;
+ * (opx_drop_count) and the first of each reason is logged at warn level;
  * none of this is compiled out. */
 enum opx_drop_reason {
 	OPX_DROP_RHF_ERR,   /* error bits set in the RHF */
@@ -70,7 +70,8 @@ enum opx_drop_reason {
 	OPX_DROP_MP_BOUND,  /* multi-packet first: larger than we accept eagerly */
 	OPX_DROP_MP_SEQ,    /* multi-packet continuation out of sequence */
 	OPX_DROP_RTS,       /* malformed rendezvous request */
-	OPX_DROP_PROTO,     /* rendezvous, one-sided or reliability packet refused (opx_rx_drop) */
+	OPX_DROP_PROTO,     /* rendezvous, one-sided or reliability packet refused
+			     * (opx_drop_proto) */
 	OPX_DROP_MAX
 };
 
@@ -222,7 +223,7 @@ struct opx_ep {
 	uint16_t last_sctx;
 	fi_addr_t last_src;
 	const struct opx_av *last_av;
-	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_reply_peer's cache */
+	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_rndv_reply_peer's cache */
 	/* udp peers of the AV opened through this endpoint's own socket when
 	 * the AV's are another endpoint's (opx_ep_peer_locked), by fi_addr */
 	struct shim_peer **upeers;
@@ -288,8 +289,8 @@ void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowl
 void opx_rel_fini(struct opx_ep *ep);
 
 /* opx_match.c: matching engine and delivery.  All with the domain lock held. */
-struct opx_rx_req *opx_req_get(struct opx_ep *ep);
-static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
+struct opx_rx_req *opx_match_req_get(struct opx_ep *ep);
+static inline void opx_ep_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 {
 	ep->posted_cnt--;
 	opx_list_insert_head(&ep->req_free, &req->link);
@@ -298,49 +299,51 @@ static inline void opx_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
 /* Where a message of len bytes lands in req: returns the offset, sets *cap
  * to the bytes that fit (multi-recv buffers hand out consecutive space). */
-size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap);
+size_t opx_match_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap);
 /* An unexpected message whose last packet has arrived or that is matched. */
-void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux);
-ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t src,
-			   uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
-			   bool tagged);
-int opx_ep_cancel_locked(struct opx_ep *ep, void *context);
+void opx_match_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux);
+ssize_t opx_match_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t src,
+			      uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
+			      bool tagged);
+int opx_match_cancel_locked(struct opx_ep *ep, void *context);
 void opx_match_cleanup(struct opx_ep *ep);
 
-/* opx_rx.c: progress, validation and drop accounting */
+/* opx_rx.c: receive dispatch and validation */
 int opx_rx_drain(struct opx_ep *ep, int budget);
-void opx_rx_drop(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_PROTO */
-void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason);
-const char *opx_drop_name(enum opx_drop_reason reason);
-/* Drops of one reason so far (OPX_DROP_MAX: all reasons). Lock held. */
-uint64_t opx_ep_drops(const struct opx_ep *ep, enum opx_drop_reason reason);
 /* At endpoint open: what we accept eagerly, published in our context's
  * control block for senders (shim_rcv_ctl.rx_eager_max, rx_flags). */
 void opx_rx_advertise(struct opx_ep *ep);
+
+/* opx_drop.c: drop accounting */
+void opx_drop_proto(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_PROTO */
+void opx_drop_note(struct opx_ep *ep, enum opx_drop_reason reason);
+const char *opx_drop_name(enum opx_drop_reason reason);
+/* Drops of one reason so far (OPX_DROP_MAX: all reasons). Lock held. */
+uint64_t opx_drop_count(const struct opx_ep *ep, enum opx_drop_reason reason);
 
 /* opx_csum.c: CRC32C of a packet (header with psn zeroed, then the eager
  * payload when pay is not NULL), what OPX_PF_CSUM packets carry in psn. */
 uint32_t opx_pkt_csum(const struct shim_pkt_hdr *h, const uint8_t *pay);
 
 /* opx_msg.c: transmit core */
-ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
-			   uint64_t tag, uint64_t data, void *context, uint64_t flags,
-			   bool tagged);
+ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
+			    uint64_t tag, uint64_t data, void *context, uint64_t flags,
+			    bool tagged);
 
 /* opx_complete.c: the data path's completions (CQ entries, counters,
  * error entries), the only writer into the CQs and counters. */
-void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err);
+void opx_complete_tx(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err);
 /* The FI_MULTI_RECV entry that releases a used-up multi-receive buffer. */
-void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
+void opx_complete_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
 /* Completion of a message delivered into req at off (cap bytes fit). */
-void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+void opx_complete_rx(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
 		     int err);
 
 /* Header of a packet this endpoint sends to peer. */
-static inline void opx_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,
-				const struct shim_peer *peer, uint8_t op, uint8_t pflags,
-				uint32_t paylen, uint32_t msgid, uint64_t tag, uint64_t data)
+static inline void opx_ep_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,
+				   const struct shim_peer *peer, uint8_t op, uint8_t pflags,
+				   uint32_t paylen, uint32_t msgid, uint64_t tag, uint64_t data)
 {
 	h->opcode = op;
 	h->flags = pflags;
@@ -356,21 +359,23 @@ static inline void opx_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,
 	h->data = data;
 }
 
-int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer);
-void opx_ep_udp_peers_close(struct opx_ep *ep);
+/* opx_av_peer.c: the udp peers an endpoint other than the AV's opens
+ * through its own socket, and their close. */
+int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer);
+void opx_av_udp_peers_close(struct opx_ep *ep);
 
 /* The peer to send to addr through.  The AV opens each peer once for all
  * its endpoints; a udp peer belongs to a socket, the AV's to its first
  * bound endpoint's (av->udp_via): any other endpoint sends through its
  * own, or its packets would leave from another endpoint's port and the
- * acks and replies go there (opx_ep_udp_peer). */
+ * acks and replies go there (opx_av_udp_peer). */
 static inline int opx_ep_peer_locked(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 {
 	int rc = opx_av_peer_locked(ep->av, addr, peer);
 
 	if (__builtin_expect(rc || (*peer)->wire != SHIM_WIRE_UDP || ep->av->udp_via == ep->shim, 1))
 		return rc;
-	return opx_ep_udp_peer(ep, addr, peer);
+	return opx_av_udp_peer(ep, addr, peer);
 }
 
 static inline struct opx_ep *opx_ep_of(struct fid_ep *f)
@@ -388,14 +393,14 @@ static inline struct opx_ep *opx_ep_of(struct fid_ep *f)
 #define OPX_SRC_ANON (1ULL << 62)
 #define OPX_SRC_ANON_MAKE(slid, sctx) (OPX_SRC_ANON | ((uint64_t)(slid) << 16) | (sctx))
 
-static inline bool opx_src_is_anon(fi_addr_t src)
+static inline bool opx_ep_src_is_anon(fi_addr_t src)
 {
 	return src >= OPX_SRC_ANON && src != FI_ADDR_NOTAVAIL;
 }
 
-static inline fi_addr_t opx_src_public(fi_addr_t src)
+static inline fi_addr_t opx_ep_src_public(fi_addr_t src)
 {
-	return opx_src_is_anon(src) ? FI_ADDR_NOTAVAIL : src;
+	return opx_ep_src_is_anon(src) ? FI_ADDR_NOTAVAIL : src;
 }
 
 static inline fi_addr_t opx_ep_src(struct opx_ep *ep, uint16_t slid, uint16_t sctx)

@@ -7,9 +7,9 @@
  * optional payload in the eager ring (inline in the header up to
  * SHIM_INLINE_MAX bytes where an opcode says so).  The provider owns
  * opcode, flags, msgid, tag, data and the 16 protocol bytes hdr.p, which
- * each opcode reads through its own member of union opx_pw:
+ * each opcode reads through its own member of union opx_proto_pw:
  *
- *  opcode     tag          data        msgid       hdr.p (opx_pw)          payload
+ *  opcode     tag          data        msgid       hdr.p (opx_proto_pw)          payload
  *  EAGER      tag          CQ data     -           inline data <= 16 B     data
  *  MP_FIRST   tag          CQ data     message id  mp_first.total          data
  *  MP_NEXT    tag          CQ data     message id  mp_next.offset          data
@@ -84,9 +84,9 @@ enum opx_opcode {
 #define OPX_RMA_CHUNK_MAX 0x7fffffffULL
 
 /* The 16 protocol bytes (shim_pkt_hdr.p) as each opcode uses them.  Read
- * with opx_pw(h), written with opx_pw_set(h, &w): copies, so no packet
+ * with opx_proto_pw(h), written with opx_proto_pw_set(h, &w): copies, so no packet
  * word is ever read through a pointer of another type. */
-union opx_pw {
+union opx_proto_pw {
 	struct { uint64_t total, zero; } mp_first;           /* MP_FIRST: message length */
 	struct { uint64_t offset, zero; } mp_next;           /* MP_NEXT: where this part goes */
 	struct { uint64_t len, cookie; } rts;                /* RTS: message length, sender slot */
@@ -98,18 +98,18 @@ union opx_pw {
 	struct { uint64_t key, op; } rma;                    /* RMA_WRITE/READ, ATOMIC */
 	uint8_t inl[SHIM_INLINE_MAX];                        /* EAGER, RMA_RESP: inline data */
 };
-static_assert(sizeof(union opx_pw) == sizeof(((struct shim_pkt_hdr *)0)->p),
-	      "opx_pw covers shim_pkt_hdr.p exactly");
+static_assert(sizeof(union opx_proto_pw) == sizeof(((struct shim_pkt_hdr *)0)->p),
+	      "opx_proto_pw covers shim_pkt_hdr.p exactly");
 
-static inline union opx_pw opx_pw(const struct shim_pkt_hdr *h)
+static inline union opx_proto_pw opx_proto_pw(const struct shim_pkt_hdr *h)
 {
-	union opx_pw w;
+	union opx_proto_pw w;
 
 	memcpy(&w, &h->p, sizeof(w));
 	return w;
 }
 
-static inline void opx_pw_set(struct shim_pkt_hdr *h, const union opx_pw *w)
+static inline void opx_proto_pw_set(struct shim_pkt_hdr *h, const union opx_proto_pw *w)
 {
 	memcpy(&h->p, w, sizeof(*w));
 }

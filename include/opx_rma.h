@@ -21,7 +21,7 @@
  *     data      remote CQ data (writedata, last chunk, OPX_PF_CQDATA);
  *               the first of several chunks: the operation's whole length
  *               (atomics: operand bytes), checked there before any lands
- *     rma.key   MR key (hdr.p as union opx_pw, opx_proto.h)
+ *     rma.key   MR key (hdr.p as union opx_proto_pw, opx_proto.h)
  *     rma.op    cookie (bits 0..31), chunk index (32..62), last chunk (63)
  *     msgid     RMA_READ: bytes wanted; ATOMIC: op | dt << 8 | kind << 16;
  *               RMA_WRITE last chunk: total length (low 32 bits, for the

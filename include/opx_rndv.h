@@ -77,7 +77,7 @@ void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_re
 void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x);
 /* A control packet to peer now, or queued on ep->ctl_pend without credits. */
 void opx_rndv_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
-		       const union opx_pw *w, const void *payload, uint32_t paylen);
+		       const union opx_proto_pw *w, const void *payload, uint32_t paylen);
 /* DONE {cookie, status} to the sender of a rendezvous message. */
 void opx_rndv_ctl_done(struct opx_ep *ep, struct shim_peer *peer, uint64_t cookie,
 		       uint32_t status);

@@ -20,8 +20,8 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 		   struct opx_ux *ux);
 void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
-struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src);
-struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src);
+struct shim_peer *opx_rndv_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src);
+struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src);
 int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
 void opx_rndv_progress(struct opx_ep *ep);
 void opx_rndv_check_peers(struct opx_ep *ep);
@@ -33,8 +33,8 @@ bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload 
  * it, never a pid from a packet); write: ours into theirs.  Returns the
  * bytes copied, -ESRCH when no verified process is there, or -errno
  * (-EPERM, -ENOSYS: CMA not permitted).  The iovecs may be advanced. */
-ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt, struct iovec *riov,
-		     size_t rcnt, size_t len, bool write);
+ssize_t opx_rndv_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt,
+			  struct iovec *riov, size_t rcnt, size_t len, bool write);
 /* FI_DELIVERY_COMPLETE eager sends (opx_msg.c) use a rendezvous send slot
  * that the receiver's DONE completes: get one (-EAGAIN when none is
  * free), put it back unused (no completion), and, on the receiving side,

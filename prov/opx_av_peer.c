@@ -216,7 +216,7 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 	return 0;
 }
 
-int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
+int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 {
 	struct opx_av *av = ep->av;
 	bool sub;
@@ -265,7 +265,7 @@ int opx_ep_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 	return 0;
 }
 
-void opx_ep_udp_peers_close(struct opx_ep *ep)
+void opx_av_udp_peers_close(struct opx_ep *ep)
 {
 	for (size_t i = 0; i < ep->upeers_n; i++)
 		if (ep->upeers[i])

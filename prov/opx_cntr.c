@@ -3,7 +3,7 @@
  * opx_cntr.c - completion counters.
  *
  * The value and error count are atomics, so the endpoint bumps them with
- * one relaxed-cost add (opx_cntr_inc in opx.h) and fi_cntr_add/set need
+ * one relaxed-cost add (opx_cq_cntr_inc in opx.h) and fi_cntr_add/set need
  * no lock.  Reading a counter first progresses its endpoints, which needs
  * the domain lock: with manual progress a counter nobody reads would
  * otherwise never move.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * opx_complete.c - the bottom of the data path: an operation is done, and
- * the application hears of it.  A send's completion (opx_ep_tx_report) and
- * a receive's (opx_rx_complete, with FI_MULTI_RECV's buffer release) become
+ * the application hears of it.  A send's completion (opx_complete_tx) and
+ * a receive's (opx_complete_rx, with FI_MULTI_RECV's buffer release) become
  * a CQ entry or error entry, subject to selective completion, and a
  * counter increment.  Called by matching, rendezvous, one-sided and the
  * send paths; it holds the CQ's writer side (the ring grows, a full ring
@@ -20,7 +20,7 @@
  * The CQ's writer side (hot path): its ring and error list, which the
  * reader side (opx_cq.c, fi_ops_cq) drains.
  */
-static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
+static __attribute__((noinline)) int opx_complete_grow(struct opx_cq *cq)
 {
 	size_t old_n = cq->mask + 1;
 	size_t new_n = old_n * 2;
@@ -53,16 +53,16 @@ static __attribute__((noinline)) int opx_cq_grow(struct opx_cq *cq)
 	return 0;
 }
 
-bool opx_cq_make_room_locked(struct opx_cq *cq, size_t n)
+bool opx_complete_make_room_locked(struct opx_cq *cq, size_t n)
 {
 	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	while (cq->tail - cq->head + n > cq->mask + 1)
-		if (opx_cq_grow(cq))
+		if (opx_complete_grow(cq))
 			return false;
 	return true;
 }
 
-void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries)
+void opx_complete_set_cap(struct opx_cq *cq, size_t max_entries)
 {
 	size_t cap = 0;
 
@@ -79,24 +79,26 @@ void opx_cq_set_cap(struct opx_cq *cq, size_t max_entries)
 /* The ring is full and cannot grow: keep the completion as an error
  * entry the application reads with fi_cq_readerr (FI_EOVERRUN, the
  * rest of the entry as it would have been). */
-static __attribute__((noinline, cold)) int opx_cq_overrun(struct opx_cq *cq, void *op_context,
-							  uint64_t flags, size_t len, void *buf,
-							  uint64_t data, uint64_t tag, fi_addr_t src)
+static __attribute__((noinline, cold)) int opx_complete_overrun(struct opx_cq *cq, void *op_context,
+								uint64_t flags, size_t len,
+								void *buf, uint64_t data,
+								uint64_t tag, fi_addr_t src)
 {
 	if (!cq->overruns++)
 		OPX_WARN(FI_LOG_CQ, "CQ ring full and cannot grow: completions are reported "
 				    "as FI_EOVERRUN errors; read the CQ more often\n");
-	return opx_cq_report_err_locked(cq, op_context, flags, len, buf, data, tag, 0, FI_EOVERRUN,
-					0, src);
+	return opx_complete_report_err_locked(cq, op_context, flags, len, buf, data, tag, 0,
+					      FI_EOVERRUN, 0, src);
 }
 
-int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			 void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
+int opx_complete_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+			       void *buf, uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	if (__builtin_expect(cq->tail - cq->head > cq->mask, 0)) {
-		if (opx_cq_grow(cq))
-			return opx_cq_overrun(cq, op_context, flags, len, buf, data, tag, src);
+		if (opx_complete_grow(cq))
+			return opx_complete_overrun(cq, op_context, flags, len, buf, data, tag,
+						    src);
 	}
 	struct opx_cq_slot *s = &cq->ring[cq->tail & cq->mask];
 
@@ -113,9 +115,9 @@ int opx_cq_report_locked(struct opx_cq *cq, void *op_context, uint64_t flags, si
 
 /* A new error entry with the fields every completion has, queued after
  * the entries already in the ring; the caller fills in the error. */
-static struct opx_cq_err_node *opx_cq_err_queue(struct opx_cq *cq, void *op_context,
-						uint64_t flags, size_t len, void *buf,
-						uint64_t data, uint64_t tag, fi_addr_t src)
+static struct opx_cq_err_node *opx_complete_err_queue(struct opx_cq *cq, void *op_context,
+						      uint64_t flags, size_t len, void *buf,
+						      uint64_t data, uint64_t tag, fi_addr_t src)
 {
 	struct opx_cq_err_node *en = calloc(1, sizeof(*en));
 
@@ -133,13 +135,13 @@ static struct opx_cq_err_node *opx_cq_err_queue(struct opx_cq *cq, void *op_cont
 	return en;
 }
 
-int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-			     void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
-			     int prov_errno, fi_addr_t src)
+int opx_complete_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
+				   void *buf, uint64_t data, uint64_t tag, size_t olen, int err,
+				   int prov_errno, fi_addr_t src)
 {
 	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	struct opx_cq_err_node *en =
-		opx_cq_err_queue(cq, op_context, flags, len, buf, data, tag, src);
+		opx_complete_err_queue(cq, op_context, flags, len, buf, data, tag, src);
 
 	if (!en) {
 		OPX_WARN(FI_LOG_CQ, "cannot queue error completion (err %d)\n", err);
@@ -156,9 +158,9 @@ int opx_cq_report_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags
 	return 0;
 }
 
-int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags, size_t len,
-				 void *buf, uint64_t data, uint64_t tag, const void *addr,
-				 size_t addrlen)
+int opx_complete_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t flags,
+				       size_t len, void *buf, uint64_t data, uint64_t tag,
+				       const void *addr, size_t addrlen)
 {
 	OPX_ASSERT_LOCKED(&cq->domain->lock);
 	struct opx_cq_err_node *en;
@@ -166,7 +168,7 @@ int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t f
 	static_assert(sizeof(struct shim_addr) <= OPX_CQ_ERR_DATA_MAX, "an address fits err_data");
 	if (addrlen > OPX_CQ_ERR_DATA_MAX)
 		return -FI_EINVAL;
-	en = opx_cq_err_queue(cq, op_context, flags, len, buf, data, tag, FI_ADDR_NOTAVAIL);
+	en = opx_complete_err_queue(cq, op_context, flags, len, buf, data, tag, FI_ADDR_NOTAVAIL);
 	if (!en) {
 		OPX_WARN(FI_LOG_CQ, "cannot queue a source-address error completion\n");
 		return -FI_ENOMEM;
@@ -180,7 +182,7 @@ int opx_cq_report_src_err_locked(struct opx_cq *cq, void *op_context, uint64_t f
 	return 0;
 }
 
-void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
+void opx_complete_tx(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err)
 {
 	uint64_t cflags = FI_SEND | (flags & (FI_TAGGED | FI_MSG));
 
@@ -193,24 +195,25 @@ void opx_ep_tx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t l
 
 	if (err) {
 		if (ep->tx_cq)
-			opx_cq_report_err_locked(ep->tx_cq, context, cflags, len, NULL, 0, 0, 0, err,
-						 -err, FI_ADDR_NOTAVAIL);
-		opx_cntr_inc_err(ep->send_cntr);
+			opx_complete_report_err_locked(ep->tx_cq, context, cflags, len, NULL, 0, 0,
+						       0, err, -err, FI_ADDR_NOTAVAIL);
+		opx_cq_cntr_inc_err(ep->send_cntr);
 		return;
 	}
 	if (ep->tx_cq && !(flags & OPX_TX_NO_CQ) && (!ep->tx_selective || (flags & FI_COMPLETION)))
-		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
-	opx_cntr_inc(ep->send_cntr);
+		opx_complete_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0,
+					   FI_ADDR_NOTAVAIL);
+	opx_cq_cntr_inc(ep->send_cntr);
 }
 
 /* FI_SOURCE_ERR: a message received whole from a source not in the AV.
  * Its address comes from the shim's record of the sending context; if
  * that is gone already, the completion is an ordinary one from
  * FI_ADDR_NOTAVAIL. */
-static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, void *context,
-							     uint64_t flags, size_t len, void *buf,
-							     uint64_t data, uint64_t tag,
-							     fi_addr_t src)
+static __attribute__((noinline)) bool opx_complete_rx_src_err(struct opx_ep *ep, void *context,
+							      uint64_t flags, size_t len, void *buf,
+							      uint64_t data, uint64_t tag,
+							      fi_addr_t src)
 {
 	uint8_t name[sizeof(struct shim_addr)];
 	size_t namelen = sizeof(name);
@@ -224,34 +227,35 @@ static __attribute__((noinline)) bool opx_rx_report_src_err(struct opx_ep *ep, v
 	if (opx_addr_is_sock(ep->domain->addr_format) && (!a.ipv4 || !a.udp_port))
 		return false;
 	(void)opx_addr_export(ep->domain->addr_format, &a, name, &namelen);
-	opx_cq_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, name, namelen);
-	opx_cntr_inc(ep->recv_cntr); /* the data was received */
+	opx_complete_report_src_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, name,
+					   namelen);
+	opx_cq_cntr_inc(ep->recv_cntr); /* the data was received */
 	return true;
 }
 
-static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len, void *buf,
-			  uint64_t data, uint64_t tag, fi_addr_t src, bool want_cq, int err,
-			  size_t olen)
+static void opx_complete_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size_t len,
+				   void *buf, uint64_t data, uint64_t tag, fi_addr_t src,
+				   bool want_cq, int err, size_t olen)
 {
 	/* FI_MSG_PREFIX: the length counts the prefix space before the data */
 	if (__builtin_expect(ep->msg_prefix != 0, 0) && (flags & FI_RECV))
 		len += ep->msg_prefix;
-	if (__builtin_expect(opx_src_is_anon(src), 0)) {
+	if (__builtin_expect(opx_ep_src_is_anon(src), 0)) {
 		if (!err && ep->source_err &&
-		    opx_rx_report_src_err(ep, context, flags, len, buf, data, tag, src))
+		    opx_complete_rx_src_err(ep, context, flags, len, buf, data, tag, src))
 			return;
 		src = FI_ADDR_NOTAVAIL;
 	}
 	if (err) {
 		if (ep->rx_cq)
-			opx_cq_report_err_locked(ep->rx_cq, context, flags, len, buf, data, tag, olen,
-						 err, -err, src);
-		opx_cntr_inc_err(ep->recv_cntr);
+			opx_complete_report_err_locked(ep->rx_cq, context, flags, len, buf, data,
+						       tag, olen, err, -err, src);
+		opx_cq_cntr_inc_err(ep->recv_cntr);
 		return;
 	}
 	if (ep->rx_cq && want_cq)
-		opx_cq_report_locked(ep->rx_cq, context, flags, len, buf, data, tag, src);
-	opx_cntr_inc(ep->recv_cntr);
+		opx_complete_report_locked(ep->rx_cq, context, flags, len, buf, data, tag, src);
+	opx_cq_cntr_inc(ep->recv_cntr);
 }
 
 /* The release of a multi-receive buffer reported on its own: fi_cq(3)
@@ -259,15 +263,15 @@ static void opx_rx_report(struct opx_ep *ep, void *context, uint64_t flags, size
  * data completion never has length 0 unless a 0-byte message was sent),
  * buf at the start of the buffer.  Always reported: the application
  * needs it to repost, whatever its selective-completion settings. */
-void opx_rx_multi_release(struct opx_ep *ep, struct opx_rx_req *req)
+void opx_complete_multi_release(struct opx_ep *ep, struct opx_rx_req *req)
 {
 	if (ep->rx_cq)
-		opx_cq_report_locked(ep->rx_cq, req->context, FI_MULTI_RECV, 0,
-				     req->iov_count ? req->iov[0].iov_base : NULL, 0, 0,
-				     FI_ADDR_NOTAVAIL);
+		opx_complete_report_locked(ep->rx_cq, req->context, FI_MULTI_RECV, 0,
+					   req->iov_count ? req->iov[0].iov_base : NULL, 0, 0,
+					   FI_ADDR_NOTAVAIL);
 }
 
-void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
+void opx_complete_rx(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
 		     int err)
 {
@@ -297,10 +301,11 @@ void opx_rx_complete(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size
 
 	if (release_apart)
 		flags &= ~FI_MULTI_RECV;
-	opx_rx_report(ep, req->context, flags, got, buf, data, (pflags & OPX_PF_TAGGED) ? tag : 0, src,
-		      want, err, msg_len > got ? msg_len - got : 0);
+	opx_complete_rx_report(ep, req->context, flags, got, buf, data,
+			       (pflags & OPX_PF_TAGGED) ? tag : 0, src, want, err,
+			       msg_len > got ? msg_len - got : 0);
 	if (release_apart)
-		opx_rx_multi_release(ep, req);
+		opx_complete_multi_release(ep, req);
 	if (!multi || release)
-		opx_req_put(ep, req);
+		opx_ep_req_put(ep, req);
 }

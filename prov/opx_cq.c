@@ -6,7 +6,7 @@
  *
  * Successful completions go to a power-of-two ring of full tagged
  * entries; the ring doubles when full.  Growth can fail (memory, or the
- * cap opx_cq_set_cap puts on it), so producers ask for room before they
+ * cap opx_complete_set_cap puts on it), so producers ask for room before they
  * consume an operation (opx_cq_room_locked): a send returns -FI_EAGAIN,
  * a receive post too, and progress leaves packets queued (the senders
  * then see -FI_EAGAIN) until the application reads the CQ.  A completion

@@ -5,7 +5,7 @@
  * counts it here by reason, per endpoint and in the receive context's
  * shared counter; the first of each reason is logged at warn level, the
  * later ones only counted (a hostile sender must not be able to flood the
- * log).  Read by opx_ep_drops and the telemetry (opx_stats.c).
+ * log).  Read by opx_drop_count and the telemetry (opx_stats.c).
  */
 #include "opx_ep.h"
 
@@ -30,7 +30,7 @@ const char *opx_drop_name(enum opx_drop_reason reason)
 	return (unsigned)reason < OPX_DROP_MAX ? opx_drop_names[reason] : "unknown reason";
 }
 
-uint64_t opx_ep_drops(const struct opx_ep *ep, enum opx_drop_reason reason)
+uint64_t opx_drop_count(const struct opx_ep *ep, enum opx_drop_reason reason)
 {
 	uint64_t n = 0;
 
@@ -41,9 +41,9 @@ uint64_t opx_ep_drops(const struct opx_ep *ep, enum opx_drop_reason reason)
 	return n;
 }
 
-static __attribute__((noinline, cold)) void opx_rx_drop_log(struct opx_ep *ep,
-							    enum opx_drop_reason reason,
-							    const char *detail)
+static __attribute__((noinline, cold)) void opx_drop_log(struct opx_ep *ep,
+							 enum opx_drop_reason reason,
+							 const char *detail)
 {
 	if (ep->drops_logged & (1u << reason))
 		return;
@@ -55,21 +55,21 @@ static __attribute__((noinline, cold)) void opx_rx_drop_log(struct opx_ep *ep,
 		 detail ? detail : "");
 }
 
-static void opx_rx_drop_count(struct opx_ep *ep, enum opx_drop_reason reason, const char *detail)
+static void opx_drop_add(struct opx_ep *ep, enum opx_drop_reason reason, const char *detail)
 {
 	ep->rx_dropped++;
 	ep->drops[reason]++;
 	atomic_fetch_add_explicit(&ep->rx->ctl->rx_dropped, 1, memory_order_relaxed);
 	if (__builtin_expect(!(ep->drops_logged & (1u << reason)), 0))
-		opx_rx_drop_log(ep, reason, detail);
+		opx_drop_log(ep, reason, detail);
 }
 
-void opx_rx_drop_reason(struct opx_ep *ep, enum opx_drop_reason reason)
+void opx_drop_note(struct opx_ep *ep, enum opx_drop_reason reason)
 {
-	opx_rx_drop_count(ep, reason, NULL);
+	opx_drop_add(ep, reason, NULL);
 }
 
-void opx_rx_drop(struct opx_ep *ep, const char *why)
+void opx_drop_proto(struct opx_ep *ep, const char *why)
 {
-	opx_rx_drop_count(ep, OPX_DROP_PROTO, why);
+	opx_drop_add(ep, OPX_DROP_PROTO, why);
 }

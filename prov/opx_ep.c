@@ -147,7 +147,7 @@ static int opx_ep_close(struct fid *fid)
 	opx_match_cleanup(ep);
 	opx_rndv_fini(ep);
 	opx_rma_fini(ep);
-	opx_ep_udp_peers_close(ep);
+	opx_av_udp_peers_close(ep);
 	opx_lock_release(&domain->lock);
 
 	if (ep->svc_port) {
@@ -367,7 +367,7 @@ static int opx_ep_control(struct fid *fid, int command, void *arg)
 		/* a scalable endpoint's transmit and receive contexts have
 		 * one side each (opx_sep.c); a receive context may have no
 		 * CQ at all: a one-sided target (Open MPI's btl ofi enables
-		 * one so), whose receives are refused (opx_ep_recv_locked) */
+		 * one so), whose receives are refused (opx_match_recv_locked) */
 		if ((ep->sep_role != OPX_SEP_RX && !ep->tx_cq && !ep->send_cntr) ||
 		    (!ep->sep_role && !ep->rx_cq && !ep->recv_cntr))
 			return -FI_ENOCQ;
@@ -427,7 +427,7 @@ static ssize_t opx_ep_cancel(fid_t fid, void *context)
 	if (!context)
 		return -FI_EINVAL;
 	opx_lock_acquire(&ep->domain->lock);
-	rc = opx_ep_cancel_locked(ep, context);
+	rc = opx_match_cancel_locked(ep, context);
 	opx_lock_release(&ep->domain->lock);
 	return rc;
 }

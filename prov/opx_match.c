@@ -19,7 +19,7 @@
 
 #define OPX_POSTED_MAX (1u << 20) /* bound on posted receives per endpoint */
 
-struct opx_rx_req *opx_req_get(struct opx_ep *ep)
+struct opx_rx_req *opx_match_req_get(struct opx_ep *ep)
 {
 	struct opx_rx_req *req;
 
@@ -79,7 +79,7 @@ static struct opx_ux *opx_match_ux(struct opx_ep *ep, bool tagged, uint64_t tag,
 			continue;
 		if (src != FI_ADDR_UNSPEC && ux->src != src) {
 			/* arrived before its sender was inserted: ask again */
-			if (!opx_src_is_anon(ux->src) ||
+			if (!opx_ep_src_is_anon(ux->src) ||
 			    opx_av_src_locked(ep->av, (uint16_t)(ux->src >> 16), (uint16_t)ux->src) != src)
 				continue;
 			ux->src = src;
@@ -92,7 +92,7 @@ static struct opx_ux *opx_match_ux(struct opx_ep *ep, bool tagged, uint64_t tag,
 /* A multi-recv buffer is released once the space left is below the
  * endpoint's FI_OPT_MIN_MULTI_RECV; messages that do not fit the space left
  * are truncated (reported with FI_ETRUNC). */
-size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap)
+size_t opx_match_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap)
 {
 	size_t off;
 
@@ -114,10 +114,10 @@ size_t opx_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size
 	return off;
 }
 
-void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux)
+void opx_match_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux)
 {
 	size_t cap;
-	size_t off = opx_req_claim(ep, req, ux->len, &cap);
+	size_t off = opx_match_req_claim(ep, req, ux->len, &cap);
 
 	if (ux->rndv) {
 		if (!opx_rndv_match(ep, req, off, cap, ux))
@@ -132,14 +132,14 @@ void opx_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux
 		return;
 	}
 	opx_iov_copy_to(req->iov, req->iov_count, off, ux->buf, ux->len < cap ? ux->len : cap);
-	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, 0);
+	opx_complete_rx(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, 0);
 	if (ux->ack) /* delivery complete: the data is placed now */
 		opx_rndv_ack(ep, &ux->rts.src, ux->src, ux->cookie);
 	opx_ux_put(ep, ux);
 }
 
 /* Drop an unexpected message nobody will receive (FI_DISCARD). */
-static void opx_ux_discard(struct opx_ep *ep, struct opx_ux *ux)
+static void opx_match_ux_discard(struct opx_ep *ep, struct opx_ux *ux)
 {
 	if (ux->rndv) {
 		opx_rndv_discard(ep, ux);
@@ -153,37 +153,37 @@ static void opx_ux_discard(struct opx_ep *ep, struct opx_ux *ux)
 	}
 }
 
-static ssize_t opx_recv_peek(struct opx_ep *ep, void *context, uint64_t flags, fi_addr_t src,
-			     uint64_t tag, uint64_t ignore, bool tagged)
+static ssize_t opx_match_recv_peek(struct opx_ep *ep, void *context, uint64_t flags, fi_addr_t src,
+				   uint64_t tag, uint64_t ignore, bool tagged)
 {
 	uint64_t cflags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
 	struct opx_ux *ux;
 
-	/* the caller progressed first (opx_recv_common) */
+	/* the caller progressed first (opx_msg_recv_common) */
 	ux = opx_match_ux(ep, tagged, tag, ignore, src);
 	if (!ux) {
 		if (ep->rx_cq)
-			opx_cq_report_err_locked(ep->rx_cq, context, cflags, 0, NULL, 0, tag, 0,
-						 FI_ENOMSG, 0, FI_ADDR_NOTAVAIL);
-		opx_cntr_inc_err(ep->recv_cntr);
+			opx_complete_report_err_locked(ep->rx_cq, context, cflags, 0, NULL, 0, tag,
+						       0, FI_ENOMSG, 0, FI_ADDR_NOTAVAIL);
+		opx_cq_cntr_inc_err(ep->recv_cntr);
 		return 0;
 	}
 	if (ux->pflags & OPX_PF_CQDATA)
 		cflags |= FI_REMOTE_CQ_DATA;
 	if (ep->rx_cq)
-		opx_cq_report_locked(ep->rx_cq, context, cflags, ux->len, NULL,
-				     (ux->pflags & OPX_PF_CQDATA) ? ux->data : 0, tagged ? ux->tag : 0,
-				     opx_src_public(ux->src));
+		opx_complete_report_locked(ep->rx_cq, context, cflags, ux->len, NULL,
+					   (ux->pflags & OPX_PF_CQDATA) ? ux->data : 0,
+					   tagged ? ux->tag : 0, opx_ep_src_public(ux->src));
 	if (flags & (FI_CLAIM | FI_DISCARD))
 		opx_list_remove(&ux->link);
 	if (flags & FI_DISCARD)
-		opx_ux_discard(ep, ux);
+		opx_match_ux_discard(ep, ux);
 	else if (flags & FI_CLAIM)
 		((struct fi_context *)context)->internal[0] = ux;
 	return 0;
 }
 
-static ssize_t opx_recv_claimed(struct opx_ep *ep, struct opx_rx_req *req, uint64_t flags)
+static ssize_t opx_match_recv_claimed(struct opx_ep *ep, struct opx_rx_req *req, uint64_t flags)
 {
 	struct fi_context *fctx = req->context;
 	struct opx_ux *ux = fctx->internal[0];
@@ -192,21 +192,21 @@ static ssize_t opx_recv_claimed(struct opx_ep *ep, struct opx_rx_req *req, uint6
 	if (flags & FI_DISCARD) {
 		uint64_t cflags = FI_RECV | ((ux->pflags & OPX_PF_TAGGED) ? FI_TAGGED : FI_MSG);
 		if (ep->rx_cq && (!ep->rx_selective || (flags & FI_COMPLETION)))
-			opx_cq_report_locked(ep->rx_cq, req->context, cflags, 0, NULL, 0,
-					     (ux->pflags & OPX_PF_TAGGED) ? ux->tag : 0,
-					     opx_src_public(ux->src));
-		opx_cntr_inc(ep->recv_cntr);
-		opx_ux_discard(ep, ux);
-		opx_req_put(ep, req);
+			opx_complete_report_locked(ep->rx_cq, req->context, cflags, 0, NULL, 0,
+						   (ux->pflags & OPX_PF_TAGGED) ? ux->tag : 0,
+						   opx_ep_src_public(ux->src));
+		opx_cq_cntr_inc(ep->recv_cntr);
+		opx_match_ux_discard(ep, ux);
+		opx_ep_req_put(ep, req);
 		return 0;
 	}
-	opx_ux_deliver(ep, req, ux);
+	opx_match_ux_deliver(ep, req, ux);
 	return 0;
 }
 
-ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t src,
-			   uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
-			   bool tagged)
+ssize_t opx_match_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t src,
+			      uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
+			      bool tagged)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct opx_rx_req *req;
@@ -246,12 +246,12 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		if ((flags & FI_CLAIM) && !context)
 			return -FI_EINVAL;
 		if (flags & FI_PEEK)
-			return opx_recv_peek(ep, context, flags, src, tag, ignore, tagged);
+			return opx_match_recv_peek(ep, context, flags, src, tag, ignore, tagged);
 		if (!((struct fi_context *)context)->internal[0])
 			return -FI_EINVAL;
 	}
 
-	req = opx_req_get(ep);
+	req = opx_match_req_get(ep);
 	if (!req)
 		return -FI_EAGAIN;
 	req->context = context;
@@ -263,7 +263,7 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	req->iov_count = cnt;
 	opx_iov_copy(req->iov, iov, cnt);
 	if (flags & FI_CLAIM)
-		return opx_recv_claimed(ep, req, flags);
+		return opx_match_recv_claimed(ep, req, flags);
 
 	if (flags & FI_MULTI_RECV) {
 		/* the buffer joins the queue first so claims can unlink it */
@@ -271,27 +271,27 @@ ssize_t opx_ep_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		req->inflight++; /* hold it while draining the unexpected queue */
 		while (!req->unlinked && (ux = opx_match_ux(ep, false, 0, 0, src))) {
 			opx_list_remove(&ux->link);
-			opx_ux_deliver(ep, req, ux);
+			opx_match_ux_deliver(ep, req, ux);
 		}
 		req->inflight--;
 		if (req->unlinked && !req->inflight) {
 			/* fully consumed by unexpected messages already reported */
-			opx_rx_multi_release(ep, req);
-			opx_req_put(ep, req);
+			opx_complete_multi_release(ep, req);
+			opx_ep_req_put(ep, req);
 		}
 		return 0;
 	}
 	ux = opx_match_ux(ep, tagged, tag, ignore, src);
 	if (ux) {
 		opx_list_remove(&ux->link);
-		opx_ux_deliver(ep, req, ux);
+		opx_match_ux_deliver(ep, req, ux);
 		return 0;
 	}
 	opx_list_insert_tail(tagged ? &ep->posted_tag : &ep->posted_msg, &req->link);
 	return 0;
 }
 
-int opx_ep_cancel_locked(struct opx_ep *ep, void *context)
+int opx_match_cancel_locked(struct opx_ep *ep, void *context)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct opx_list *qs[2] = {&ep->posted_tag, &ep->posted_msg};
@@ -308,18 +308,18 @@ int opx_ep_cancel_locked(struct opx_ep *ep, void *context)
 			opx_list_remove(&req->link);
 			flags = FI_RECV | (req->flags & (FI_TAGGED | FI_MSG | FI_MULTI_RECV));
 			if (ep->rx_cq)
-				opx_cq_report_err_locked(ep->rx_cq, context, flags, 0, NULL, 0,
-							 req->tag, 0, FI_ECANCELED, 0,
-							 FI_ADDR_NOTAVAIL);
-			opx_cntr_inc_err(ep->recv_cntr);
-			opx_req_put(ep, req);
+				opx_complete_report_err_locked(ep->rx_cq, context, flags, 0, NULL,
+							       0, req->tag, 0, FI_ECANCELED, 0,
+							       FI_ADDR_NOTAVAIL);
+			opx_cq_cntr_inc_err(ep->recv_cntr);
+			opx_ep_req_put(ep, req);
 			return 0;
 		}
 	}
 	return -FI_ENOENT;
 }
 
-static void opx_free_list(struct opx_list *l, size_t off)
+static void opx_match_free_list(struct opx_list *l, size_t off)
 {
 	struct opx_list *it, *tmp;
 
@@ -348,9 +348,9 @@ void opx_match_cleanup(struct opx_ep *ep)
 	if (ep->mp.ux)
 		opx_ux_put(ep, ep->mp.ux);
 	ep->mp.ux = NULL;
-	opx_free_list(&ep->posted_tag, offsetof(struct opx_rx_req, link));
-	opx_free_list(&ep->posted_msg, offsetof(struct opx_rx_req, link));
-	opx_free_list(&ep->req_free, offsetof(struct opx_rx_req, link));
-	opx_free_list(&ep->ux_free, offsetof(struct opx_ux, link));
+	opx_match_free_list(&ep->posted_tag, offsetof(struct opx_rx_req, link));
+	opx_match_free_list(&ep->posted_msg, offsetof(struct opx_rx_req, link));
+	opx_match_free_list(&ep->req_free, offsetof(struct opx_rx_req, link));
+	opx_match_free_list(&ep->ux_free, offsetof(struct opx_ux, link));
 	opx_ux_src_fini(ep);
 }

@@ -2,7 +2,7 @@
 /*
  * opx_msg.c - transmit core and the fi_msg / fi_tagged entry points.
  *
- * One send core (opx_ep_send_locked, not inlined) behind every entry
+ * One send core (opx_msg_send_locked, not inlined) behind every entry
  * point; the entry points only turn their arguments into an iovec (one
  * element for the single-buffer calls) and flags, and take the lock.
  * The small-message path
@@ -24,7 +24,7 @@
  * with the same settings do), to OPX_UDP_MP_MAX datagrams (the
  * receiver's reliability module reassembles no more in one piece) and
  * to a quarter of the link's send ring (the replay memory). */
-static __attribute__((noinline)) size_t opx_peer_eager_max_udp(const struct shim_peer *peer)
+static __attribute__((noinline)) size_t opx_msg_eager_max_udp(const struct shim_peer *peer)
 {
 	size_t lim = opx_env.udp_eager_max;
 	size_t adv = peer->ctl->rx_eager_max; /* the shim stores what the peer says */
@@ -51,13 +51,13 @@ static __attribute__((noinline)) size_t opx_peer_eager_max_udp(const struct shim
  * peer ours (FI_OPX_EAGER_MAX), lowered to what the receiver advertises
  * and to a quarter of its rings (the receiver drops multi-packet messages
  * above its advertised limit). */
-static inline size_t opx_peer_eager_max(const struct shim_peer *peer)
+static inline size_t opx_msg_eager_max(const struct shim_peer *peer)
 {
 	size_t lim = opx_env.eager_max;
 	size_t adv, egr, hdrq;
 
 	if (__builtin_expect(peer->wire == SHIM_WIRE_UDP, 0))
-		return opx_peer_eager_max_udp(peer);
+		return opx_msg_eager_max_udp(peer);
 	adv = peer->ctl->rx_eager_max; /* one read; the receiver checks anyway */
 	egr = (size_t)peer->egr_blocks * SHIM_BLOCK / 4;
 	hdrq = (size_t)peer->hdrq_cnt / 4 * peer->mtu;
@@ -72,7 +72,8 @@ static inline size_t opx_peer_eager_max(const struct shim_peer *peer)
 
 /* FI_OPX_CHECKSUM: seal a packet whose header (and eager payload, when
  * pay is set) is written; before it is published. */
-static __attribute__((noinline)) void opx_send_seal(struct shim_rhq_entry *e, const uint8_t *pay)
+static __attribute__((noinline)) void opx_msg_send_seal(struct shim_rhq_entry *e,
+							const uint8_t *pay)
 {
 	e->hdr.flags |= OPX_PF_CSUM;
 	e->hdr.psn = opx_pkt_csum(&e->hdr, pay);
@@ -84,8 +85,8 @@ static __attribute__((noinline)) void opx_send_seal(struct shim_rhq_entry *e, co
  * ping-pong does not pay for it).  A first send since a packet arrived
  * expects an answer first: the blocks of a next send as big, when it
  * has three or more (shim_pio_own_next). */
-static inline void opx_send_next(struct opx_ep *ep, struct shim_peer *peer,
-				 const struct shim_pio_resv *r, size_t len)
+static inline void opx_msg_send_next(struct opx_ep *ep, struct shim_peer *peer,
+				     const struct shim_pio_resv *r, size_t len)
 {
 	if (ep->tx_streak++)
 		shim_pio_prefetch_next(peer, r);
@@ -94,9 +95,9 @@ static inline void opx_send_next(struct opx_ep *ep, struct shim_peer *peer,
 }
 
 /* Eager: one reservation for the whole message (n consecutive packets). */
-static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, const struct iovec *iov,
-				 size_t cnt, size_t len, uint64_t tag, uint64_t data,
-				 uint8_t pflags)
+static inline int opx_msg_send_eager(struct opx_ep *ep, struct shim_peer *peer,
+				     const struct iovec *iov, size_t cnt, size_t len, uint64_t tag,
+				     uint64_t data, uint8_t pflags)
 {
 	struct shim_pio_resv r;
 	struct shim_rhq_entry *e;
@@ -109,13 +110,14 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		if (rc)
 			return rc;
 		e = shim_pio_entry(peer, &r, 0);
-		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
+		opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag,
+				data);
 		if (len)
 			opx_iov_gather(e->hdr.p.inl, iov, cnt, len);
 		if (__builtin_expect(seal, 0))
-			opx_send_seal(e, NULL);
+			opx_msg_send_seal(e, NULL);
 		shim_pio_publish(peer, &r, 0, 0);
-		opx_send_next(ep, peer, &r, len);
+		opx_msg_send_next(ep, peer, &r, len);
 		return 0;
 	}
 	if (len <= mtu) {
@@ -124,11 +126,12 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 			return rc;
 		opx_iov_gather(r.egr, iov, cnt, len);
 		e = shim_pio_entry(peer, &r, 0);
-		opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag, data);
+		opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER, pflags, (uint32_t)len, 0, tag,
+				data);
 		if (__builtin_expect(seal, 0))
-			opx_send_seal(e, r.egr);
+			opx_msg_send_seal(e, r.egr);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
-		opx_send_next(ep, peer, &r, len);
+		opx_msg_send_next(ep, peer, &r, len);
 		return 0;
 	}
 
@@ -144,14 +147,16 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 		uint32_t plen = (uint32_t)(len - off < mtu ? len - off : mtu);
 
 		e = shim_pio_entry(peer, &r, i);
-		opx_hdr_init(&e->hdr, ep, peer, i ? OPX_OP_MP_NEXT : OPX_OP_MP_FIRST, pflags, plen,
-			     msgid, tag, data);
+		opx_ep_hdr_init(&e->hdr, ep, peer, i ? OPX_OP_MP_NEXT : OPX_OP_MP_FIRST, pflags,
+				plen, msgid, tag, data);
 		if (i)
-			opx_pw_set(&e->hdr, &(union opx_pw){.mp_next = {.offset = off}});
+			opx_proto_pw_set(&e->hdr,
+					 &(union opx_proto_pw){.mp_next = {.offset = off}});
 		else
-			opx_pw_set(&e->hdr, &(union opx_pw){.mp_first = {.total = len}});
+			opx_proto_pw_set(&e->hdr,
+					 &(union opx_proto_pw){.mp_first = {.total = len}});
 		if (__builtin_expect(seal, 0))
-			opx_send_seal(e, r.egr + off);
+			opx_msg_send_seal(e, r.egr + off);
 		if (peer->wire != SHIM_WIRE_UDP)
 			shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)off));
 	}
@@ -162,7 +167,7 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
 	if (peer->wire == SHIM_WIRE_UDP)
 		for (uint32_t i = npkts; i-- > 0;)
 			shim_pio_publish(peer, &r, i, shim_rhf_egr(peer, &r, (uint32_t)i * mtu));
-	opx_send_next(ep, peer, &r, len);
+	opx_msg_send_next(ep, peer, &r, len);
 	return 0;
 }
 
@@ -175,10 +180,11 @@ static inline int opx_send_eager(struct opx_ep *ep, struct shim_peer *peer, cons
  * messages go by rendezvous, whose DONE already means placed.  FI_INJECT
  * with delivery completion is limited to what fits the packet.
  */
-static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_peer *peer,
-						 const struct iovec *iov, size_t cnt, size_t len,
-						 uint64_t tag, uint64_t data, uint8_t pflags,
-						 void *context, uint64_t flags, fi_addr_t dest)
+static __attribute__((noinline)) int opx_msg_send_dc(struct opx_ep *ep, struct shim_peer *peer,
+						     const struct iovec *iov, size_t cnt,
+						     size_t len, uint64_t tag, uint64_t data,
+						     uint8_t pflags, void *context, uint64_t flags,
+						     fi_addr_t dest)
 {
 	struct shim_pio_resv r;
 	struct shim_rhq_entry *e;
@@ -202,15 +208,15 @@ static __attribute__((noinline)) int opx_send_dc(struct opx_ep *ep, struct shim_
 	memcpy(r.egr, &ep->addr, sizeof(ep->addr));
 	opx_iov_gather(r.egr + sizeof(ep->addr), iov, cnt, len);
 	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER_DC, pflags,
-		     (uint32_t)(len + sizeof(struct shim_addr)), 0, tag, data);
-	opx_pw_set(&e->hdr, &(union opx_pw){.dc = {.cookie = cookie}});
+	opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_EAGER_DC, pflags,
+			(uint32_t)(len + sizeof(struct shim_addr)), 0, tag, data);
+	opx_proto_pw_set(&e->hdr, &(union opx_proto_pw){.dc = {.cookie = cookie}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	return 0;
 }
 
-ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
-			   uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
+ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
+			    uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct shim_peer *peer;
@@ -238,7 +244,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		return rc;
 
 	flags |= tagged ? FI_TAGGED : FI_MSG;
-	eager = len <= SHIM_INLINE_MAX || len <= opx_peer_eager_max(peer);
+	eager = len <= SHIM_INLINE_MAX || len <= opx_msg_eager_max(peer);
 	if (__builtin_expect(!eager && (flags & FI_INJECT), 0)) {
 		/* The receiver takes less eagerly than our inject_size: keep
 		 * fi_inject's promise with a private copy sent by rendezvous. */
@@ -257,17 +263,17 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 	}
 	for (int attempt = 0;; attempt++) {
 		if (__builtin_expect(flags & FI_DELIVERY_COMPLETE, 0))
-			rc = opx_send_dc(ep, peer, iov, cnt, len, tag, data, pflags, context, flags,
-					 dest);
+			rc = opx_msg_send_dc(ep, peer, iov, cnt, len, tag, data, pflags, context,
+					     flags, dest);
 		else if (eager)
-			rc = opx_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
+			rc = opx_msg_send_eager(ep, peer, iov, cnt, len, tag, data, pflags);
 		else
 			rc = opx_rndv_send(ep, peer, iov, cnt, len, tag, data, pflags, context,
 					   flags, dest);
 		if (__builtin_expect(rc != -EAGAIN || attempt, 1))
 			break;
 		/* No credits: make progress (the peer may be waiting on us), retry once. */
-		opx_ep_progress_locked(ep);
+		opx_progress_locked(ep);
 	}
 	if (__builtin_expect(rc, 0)) {
 		if (flags & OPX_TXF_BOUNCE)
@@ -284,7 +290,7 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 		     len);
 	/* delivery-complete and rendezvous sends complete when DONE arrives */
 	if (eager && !(flags & FI_DELIVERY_COMPLETE))
-		opx_ep_tx_report(ep, context, flags, len, 0);
+		opx_complete_tx(ep, context, flags, len, 0);
 	return 0;
 }
 
@@ -296,9 +302,9 @@ ssize_t opx_ep_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cn
 
 /* FI_MSG_PREFIX: the data of iov starts msg_prefix bytes in; out is iov
  * without them.  -FI_EINVAL when the buffers are shorter than the prefix. */
-static __attribute__((noinline)) ssize_t opx_prefix_strip(const struct opx_ep *ep,
-							  const struct iovec *iov, size_t cnt,
-							  struct iovec *out, size_t *out_cnt)
+static __attribute__((noinline)) ssize_t opx_msg_prefix_strip(const struct opx_ep *ep,
+							      const struct iovec *iov, size_t cnt,
+							      struct iovec *out, size_t *out_cnt)
 {
 	size_t skip = ep->msg_prefix, n = 0;
 
@@ -323,29 +329,29 @@ static __attribute__((noinline)) ssize_t opx_prefix_strip(const struct opx_ep *e
 	return 0;
 }
 
-static inline ssize_t opx_send_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
-				      fi_addr_t dest, uint64_t tag, uint64_t data, void *context,
-				      uint64_t flags, bool tagged)
+static inline ssize_t opx_msg_send_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
+					  fi_addr_t dest, uint64_t tag, uint64_t data,
+					  void *context, uint64_t flags, bool tagged)
 {
 	struct opx_ep *ep = opx_ep_of(fep);
 	struct iovec data_iov[OPX_IOV_LIMIT];
 	ssize_t rc;
 
 	if (__builtin_expect(ep->msg_prefix != 0, 0)) {
-		rc = opx_prefix_strip(ep, iov, cnt, data_iov, &cnt);
+		rc = opx_msg_prefix_strip(ep, iov, cnt, data_iov, &cnt);
 		if (rc)
 			return rc;
 		iov = data_iov;
 	}
 	OPX_EP_LOCK(ep);
-	rc = opx_ep_send_locked(ep, iov, cnt, dest, tag, data, context, flags, tagged);
+	rc = opx_msg_send_locked(ep, iov, cnt, dest, tag, data, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);
 	return rc;
 }
 
-static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
-				      fi_addr_t src, uint64_t tag, uint64_t ignore, void *context,
-				      uint64_t flags, bool tagged)
+static inline ssize_t opx_msg_recv_common(struct fid_ep *fep, const struct iovec *iov, size_t cnt,
+					  fi_addr_t src, uint64_t tag, uint64_t ignore,
+					  void *context, uint64_t flags, bool tagged)
 {
 	struct opx_ep *ep = opx_ep_of(fep);
 	struct iovec data_iov[OPX_IOV_LIMIT];
@@ -355,7 +361,7 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 		/* each message would need a prefix of its own */
 		if (flags & FI_MULTI_RECV)
 			return -FI_EINVAL;
-		rc = opx_prefix_strip(ep, iov, cnt, data_iov, &cnt);
+		rc = opx_msg_prefix_strip(ep, iov, cnt, data_iov, &cnt);
 		if (rc)
 			return rc;
 		iov = data_iov;
@@ -365,10 +371,10 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 	 * does nothing on an endpoint not enabled yet) */
 	if (__builtin_expect(flags & FI_PEEK, 0)) {
 		ep->rx_no_defer = true;
-		opx_ep_progress_locked(ep);
+		opx_progress_locked(ep);
 		ep->rx_no_defer = false;
 	}
-	rc = opx_ep_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
+	rc = opx_match_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);
 	return rc;
 }
@@ -376,175 +382,176 @@ static inline ssize_t opx_recv_common(struct fid_ep *fep, const struct iovec *io
 #define OPX_IOV1(buf, len) ((struct iovec){.iov_base = (void *)(buf), .iov_len = (len)})
 
 /* msg */
-static ssize_t opx_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-			void *context)
+static ssize_t opx_msg_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			    void *context)
 {
 	struct iovec v = OPX_IOV1(buf, len);
 	(void)desc;
-	return opx_recv_common(ep, &v, 1, src, 0, 0, context, opx_ep_of(ep)->rx_op_flags, false);
+	return opx_msg_recv_common(ep, &v, 1, src, 0, 0, context, opx_ep_of(ep)->rx_op_flags,
+				   false);
 }
 
-static ssize_t opx_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			 fi_addr_t src, void *context)
+static ssize_t opx_msg_recvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			     fi_addr_t src, void *context)
 {
 	(void)desc;
-	return opx_recv_common(ep, iov, count, src, 0, 0, context, opx_ep_of(ep)->rx_op_flags,
-			       false);
+	return opx_msg_recv_common(ep, iov, count, src, 0, 0, context, opx_ep_of(ep)->rx_op_flags,
+				   false);
 }
 
-static ssize_t opx_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+static ssize_t opx_msg_recvmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return opx_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->context,
-			       flags, false);
+	return opx_msg_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->context,
+				   flags, false);
 }
 
-static ssize_t opx_send(struct fid_ep *ep, const void *buf, size_t len, void *desc, fi_addr_t dest,
-			void *context)
+static ssize_t opx_msg_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			    fi_addr_t dest, void *context)
 {
 	struct iovec v = OPX_IOV1(buf, len);
 	(void)desc;
-	return opx_send_common(ep, &v, 1, dest, 0, 0, context, opx_ep_of(ep)->tx_op_flags, false);
+	return opx_msg_send_common(ep, &v, 1, dest, 0, 0, context, opx_ep_of(ep)->tx_op_flags,
+				   false);
 }
 
-static ssize_t opx_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			 fi_addr_t dest, void *context)
+static ssize_t opx_msg_sendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			     fi_addr_t dest, void *context)
 {
 	(void)desc;
-	return opx_send_common(ep, iov, count, dest, 0, 0, context, opx_ep_of(ep)->tx_op_flags,
-			       false);
+	return opx_msg_send_common(ep, iov, count, dest, 0, 0, context, opx_ep_of(ep)->tx_op_flags,
+				   false);
 }
 
-static ssize_t opx_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
+static ssize_t opx_msg_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t flags)
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data,
-			       msg->context, flags & ~OPX_TX_NO_CQ, false);
+	return opx_msg_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data,
+				   msg->context, flags & ~OPX_TX_NO_CQ, false);
 }
 
-static ssize_t opx_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
+static ssize_t opx_msg_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, false);
+	return opx_msg_send_common(ep, &v, 1, dest, 0, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, false);
 }
 
-static ssize_t opx_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			    uint64_t data, fi_addr_t dest, void *context)
+static ssize_t opx_msg_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				uint64_t data, fi_addr_t dest, void *context)
 {
 	struct iovec v = OPX_IOV1(buf, len);
 	(void)desc;
-	return opx_send_common(ep, &v, 1, dest, 0, data, context,
-			       opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, false);
+	return opx_msg_send_common(ep, &v, 1, dest, 0, data, context,
+				   opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, false);
 }
 
-static ssize_t opx_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-			      fi_addr_t dest)
+static ssize_t opx_msg_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				  fi_addr_t dest)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, 0, data, NULL,
-			       FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA,
-			       false);
+	return opx_msg_send_common(ep, &v, 1, dest, 0, data, NULL,
+				   FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA, false);
 }
 
 struct fi_ops_msg opx_ops_msg = {
 	.size = sizeof(struct fi_ops_msg),
-	.recv = opx_recv,
-	.recvv = opx_recvv,
-	.recvmsg = opx_recvmsg,
-	.send = opx_send,
-	.sendv = opx_sendv,
-	.sendmsg = opx_sendmsg,
-	.inject = opx_inject,
-	.senddata = opx_senddata,
-	.injectdata = opx_injectdata,
+	.recv = opx_msg_recv,
+	.recvv = opx_msg_recvv,
+	.recvmsg = opx_msg_recvmsg,
+	.send = opx_msg_send,
+	.sendv = opx_msg_sendv,
+	.sendmsg = opx_msg_sendmsg,
+	.inject = opx_msg_inject,
+	.senddata = opx_msg_senddata,
+	.injectdata = opx_msg_injectdata,
 };
 
 /* tagged */
-static ssize_t opx_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
-			 uint64_t tag, uint64_t ignore, void *context)
+static ssize_t opx_msg_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
+			     uint64_t tag, uint64_t ignore, void *context)
 {
 	struct iovec v = OPX_IOV1(buf, len);
 	(void)desc;
-	return opx_recv_common(ep, &v, 1, src, tag, ignore, context, opx_ep_of(ep)->rx_op_flags,
-			       true);
+	return opx_msg_recv_common(ep, &v, 1, src, tag, ignore, context, opx_ep_of(ep)->rx_op_flags,
+				   true);
 }
 
-static ssize_t opx_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			  fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
+static ssize_t opx_msg_trecvv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			      fi_addr_t src, uint64_t tag, uint64_t ignore, void *context)
 {
 	(void)desc;
-	return opx_recv_common(ep, iov, count, src, tag, ignore, context,
-			       opx_ep_of(ep)->rx_op_flags, true);
+	return opx_msg_recv_common(ep, iov, count, src, tag, ignore, context,
+				   opx_ep_of(ep)->rx_op_flags, true);
 }
 
-static ssize_t opx_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+static ssize_t opx_msg_trecvmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return opx_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->ignore,
-			       msg->context, flags, true);
+	return opx_msg_recv_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag,
+				   msg->ignore, msg->context, flags, true);
 }
 
-static ssize_t opx_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			 fi_addr_t dest, uint64_t tag, void *context)
+static ssize_t opx_msg_tsend(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			     fi_addr_t dest, uint64_t tag, void *context)
 {
 	struct iovec v = OPX_IOV1(buf, len);
 	(void)desc;
-	return opx_send_common(ep, &v, 1, dest, tag, 0, context, opx_ep_of(ep)->tx_op_flags, true);
+	return opx_msg_send_common(ep, &v, 1, dest, tag, 0, context, opx_ep_of(ep)->tx_op_flags,
+				   true);
 }
 
-static ssize_t opx_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
-			  fi_addr_t dest, uint64_t tag, void *context)
+static ssize_t opx_msg_tsendv(struct fid_ep *ep, const struct iovec *iov, void **desc, size_t count,
+			      fi_addr_t dest, uint64_t tag, void *context)
 {
 	(void)desc;
-	return opx_send_common(ep, iov, count, dest, tag, 0, context, opx_ep_of(ep)->tx_op_flags,
-			       true);
+	return opx_msg_send_common(ep, iov, count, dest, tag, 0, context,
+				   opx_ep_of(ep)->tx_op_flags, true);
 }
 
-static ssize_t opx_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
+static ssize_t opx_msg_tsendmsg(struct fid_ep *ep, const struct fi_msg_tagged *msg, uint64_t flags)
 {
 	if (!msg)
 		return -FI_EINVAL;
-	return opx_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
-			       msg->context, flags & ~OPX_TX_NO_CQ, true);
+	return opx_msg_send_common(ep, msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
+				   msg->context, flags & ~OPX_TX_NO_CQ, true);
 }
 
-static ssize_t opx_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-			   uint64_t tag)
+static ssize_t opx_msg_tinject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+			       uint64_t tag)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, true);
+	return opx_msg_send_common(ep, &v, 1, dest, tag, 0, NULL, FI_INJECT | OPX_TX_NO_CQ, true);
 }
 
-static ssize_t opx_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			     uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
+static ssize_t opx_msg_tsenddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+				 uint64_t data, fi_addr_t dest, uint64_t tag, void *context)
 {
 	struct iovec v = OPX_IOV1(buf, len);
 	(void)desc;
-	return opx_send_common(ep, &v, 1, dest, tag, data, context,
-			       opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, true);
+	return opx_msg_send_common(ep, &v, 1, dest, tag, data, context,
+				   opx_ep_of(ep)->tx_op_flags | FI_REMOTE_CQ_DATA, true);
 }
 
-static ssize_t opx_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-			       fi_addr_t dest, uint64_t tag)
+static ssize_t opx_msg_tinjectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+				   fi_addr_t dest, uint64_t tag)
 {
 	struct iovec v = OPX_IOV1(buf, len);
-	return opx_send_common(ep, &v, 1, dest, tag, data, NULL,
-			       FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA,
-			       true);
+	return opx_msg_send_common(ep, &v, 1, dest, tag, data, NULL,
+				   FI_INJECT | OPX_TX_NO_CQ | FI_REMOTE_CQ_DATA, true);
 }
 
 struct fi_ops_tagged opx_ops_tagged = {
 	.size = sizeof(struct fi_ops_tagged),
-	.recv = opx_trecv,
-	.recvv = opx_trecvv,
-	.recvmsg = opx_trecvmsg,
-	.send = opx_tsend,
-	.sendv = opx_tsendv,
-	.sendmsg = opx_tsendmsg,
-	.inject = opx_tinject,
-	.senddata = opx_tsenddata,
-	.injectdata = opx_tinjectdata,
+	.recv = opx_msg_trecv,
+	.recvv = opx_msg_trecvv,
+	.recvmsg = opx_msg_trecvmsg,
+	.send = opx_msg_tsend,
+	.sendv = opx_msg_tsendv,
+	.sendmsg = opx_msg_tsendmsg,
+	.inject = opx_msg_tinject,
+	.senddata = opx_msg_tsenddata,
+	.injectdata = opx_msg_tinjectdata,
 };

@@ -3,7 +3,7 @@
  * opx_progress.c - one progress step of an endpoint, the top of the data
  * path.  Every caller that needs the endpoint to move (posting a send or
  * receive, reading a CQ or counter, waiting, closing) calls
- * opx_ep_progress_locked with the domain lock held, and everything below
+ * opx_progress_locked with the domain lock held, and everything below
  * runs from here, in one direction:
  *
  *   wire        opx_rel_progress (udp datagrams: order, acks, replays,
@@ -42,7 +42,7 @@
  * have room for.  A packet left queued returns no credits, so a full CQ
  * that cannot grow pushes back on the senders instead of losing
  * completions. */
-static inline int opx_rx_budget(struct opx_ep *ep)
+static inline int opx_progress_rx_budget(struct opx_ep *ep)
 {
 	const size_t want = OPX_PROGRESS_BATCH * OPX_CQ_PER_PACKET;
 	size_t room = want;
@@ -56,7 +56,7 @@ static inline int opx_rx_budget(struct opx_ep *ep)
 	return (int)(room / OPX_CQ_PER_PACKET);
 }
 
-void opx_ep_progress_locked(struct opx_ep *ep)
+void opx_progress_locked(struct opx_ep *ep)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	int n, budget;
@@ -76,7 +76,7 @@ void opx_ep_progress_locked(struct opx_ep *ep)
 	 * packed into shared datagrams) goes at our progress too */
 	if (__builtin_expect(ep->av && ep->av->udp_via && ep->av->udp_via != ep->shim, 0))
 		shim_udp_flush(ep->av->udp_via);
-	budget = opx_rx_budget(ep);
+	budget = opx_progress_rx_budget(ep);
 	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);
 	if (__builtin_expect(ep->rma_busy, 0))

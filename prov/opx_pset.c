@@ -174,7 +174,7 @@ void opx_pset_progress_locked(struct opx_pset *ps)
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
-		opx_ep_progress_locked(ps->eps[i]);
+		opx_progress_locked(ps->eps[i]);
 	}
 }
 

@@ -175,7 +175,7 @@ static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f,
 		return -FI_EAGAIN;
 	}
 	if (rc)
-		opx_rx_drop(ep, "udp packet with a bad placement");
+		opx_drop_proto(ep, "udp packet with a bad placement");
 	f->expected++;
 	pkt->peer->udp_ack = f->expected;
 	if (!f->ack_due_ns)
@@ -188,7 +188,7 @@ static int opx_rel_deliver(struct opx_ep *ep, struct opx_rel_flow *f,
  * packet, deliver it alone and let the receive path judge it). */
 static uint32_t opx_rel_mp_count(const struct shim_pkt_hdr *h)
 {
-	uint64_t total = opx_pw(h).mp_first.total;
+	uint64_t total = opx_proto_pw(h).mp_first.total;
 
 	if (h->opcode != OPX_OP_MP_FIRST || !h->paylen || total <= h->paylen)
 		return 0;
@@ -222,7 +222,7 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 		return -FI_EAGAIN;
 	}
 	if (rc)
-		opx_rx_drop(ep, "udp multi-packet message that is not eager data");
+		opx_drop_proto(ep, "udp multi-packet message that is not eager data");
 	for (uint32_t i = 0; i < n; i++)
 		f->stash[(f->expected + i) % OPX_REL_STASH].used = false;
 	f->stashed -= n;

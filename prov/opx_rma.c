@@ -107,14 +107,15 @@ static void opx_rma_report(struct opx_ep *ep, void *context, uint64_t cflags, ui
 
 	if (err) {
 		if (ep->tx_cq)
-			opx_cq_report_err_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, 0, err,
-						 -err, FI_ADDR_NOTAVAIL);
-		opx_cntr_inc_err(cntr);
+			opx_complete_report_err_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, 0,
+						       err, -err, FI_ADDR_NOTAVAIL);
+		opx_cq_cntr_inc_err(cntr);
 		return;
 	}
 	if (ep->tx_cq && !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION)))
-		opx_cq_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0, FI_ADDR_NOTAVAIL);
-	opx_cntr_inc(cntr);
+		opx_complete_report_locked(ep->tx_cq, context, cflags, 0, NULL, 0, 0,
+					   FI_ADDR_NOTAVAIL);
+	opx_cq_cntr_inc(cntr);
 }
 
 static void opx_rma_complete(struct opx_ep *ep, struct opx_rma_state *st, struct opx_rma_op *op)
@@ -207,11 +208,12 @@ static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct 
 	if (op->flags & FI_REMOTE_CQ_DATA)
 		pflags |= OPX_PF_CQDATA;
 	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer,
-		     op->type == OPX_RT_WRITE ? OPX_OP_RMA_WRITE : OPX_OP_RMA_READ, pflags,
-		     sizeof(*q), (uint32_t)op->len, op->addr, op->data);
-	opx_pw_set(&e->hdr, &(union opx_pw){.rma = {.key = op->key,
-						     .op = opx_rma_cookie(st, op) | OPX_RMA_LAST}});
+	opx_ep_hdr_init(&e->hdr, ep, peer,
+			op->type == OPX_RT_WRITE ? OPX_OP_RMA_WRITE : OPX_OP_RMA_READ, pflags,
+			sizeof(*q), (uint32_t)op->len, op->addr, op->data);
+	opx_proto_pw_set(&e->hdr, &(union opx_proto_pw){
+					  .rma = {.key = op->key,
+						  .op = opx_rma_cookie(st, op) | OPX_RMA_LAST}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	op->sent = 1;
 	st->inflight++;
@@ -237,10 +239,10 @@ static int opx_rma_written_try(struct opx_ep *ep, struct opx_rma_state *st)
 			return rc;
 		if (!rc) { /* else the target is gone: nobody to tell, nothing to hold */
 			e = shim_pio_entry(w->peer, &r, 0);
-			opx_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0, w->len,
-				     w->addr, w->data);
-			opx_pw_set(&e->hdr,
-				   &(union opx_pw){.rma = {.key = w->key, .op = w->cookie}});
+			opx_ep_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0,
+					w->len, w->addr, w->data);
+			opx_proto_pw_set(&e->hdr, &(union opx_proto_pw){
+							  .rma = {.key = w->key, .op = w->cookie}});
 			shim_pio_publish(w->peer, &r, 0, 0);
 		}
 		shim_peer_close(w->peer);
@@ -329,13 +331,13 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 		e = shim_pio_entry(peer, &r, 0);
 		/* the first of several chunks carries the whole length, so the
 		 * target checks the whole range before any chunk lands */
-		opx_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
-			     op->addr + off, op->sent == 0 && !last ? op->len : op->data);
-		opx_pw_set(&e->hdr,
-			   &(union opx_pw){.rma = {.key = op->key,
-						   .op = opx_rma_cookie(st, op) |
-							 ((uint64_t)op->sent << 32) |
-							 (last ? OPX_RMA_LAST : 0)}});
+		opx_ep_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
+				op->addr + off, op->sent == 0 && !last ? op->len : op->data);
+		opx_proto_pw_set(&e->hdr,
+				 &(union opx_proto_pw){.rma = {.key = op->key,
+							       .op = opx_rma_cookie(st, op) |
+								     ((uint64_t)op->sent << 32) |
+								     (last ? OPX_RMA_LAST : 0)}});
 		shim_pio_publish(peer, &r, 0, paylen ? shim_rhf_egr(peer, &r, 0) : 0);
 		op->sent++;
 		st->inflight++;
@@ -547,7 +549,7 @@ static int opx_rma_write_granted(struct opx_ep *ep, struct opx_rma_state *st,
 	if (sum != op->len)
 		return FI_EIO;
 	memcpy(loc, op->iov, op->cnt * sizeof(loc[0]));
-	n = opx_cma_peer(op->peer, loc, op->cnt, rem, g.iov_count, op->len, true);
+	n = opx_rndv_cma_peer(op->peer, loc, op->cnt, rem, g.iov_count, op->len, true);
 	if (n == -EPERM || n == -ENOSYS)
 		return -EPERM;
 	if (n != (ssize_t)op->len)
@@ -577,13 +579,13 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 	int status = (int)h->data;
 
 	if (!st) {
-		opx_rx_drop(ep, "one-sided reply without a request");
+		opx_drop_proto(ep, "one-sided reply without a request");
 		return 0;
 	}
 	op = &st->ops[cookie & (OPX_RMA_OPS - 1)];
 	if (!op->busy || op->gen != cookie >> OPX_RMA_IDX_BITS || chunk >= op->sent ||
 	    h->data > FI_ERRNO_MAX) {
-		opx_rx_drop(ep, "stale or bad one-sided reply");
+		opx_drop_proto(ep, "stale or bad one-sided reply");
 		return 0;
 	}
 	if (op->cma) {

@@ -20,7 +20,7 @@ ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a)
 	opx_lock_acquire(&ep->domain->lock);
 	rc = opx_rma_post_locked(ep, a);
 	if (rc == -FI_EAGAIN) {
-		opx_ep_progress_locked(ep);
+		opx_progress_locked(ep);
 		rc = opx_rma_post_locked(ep, a);
 	}
 	opx_lock_release(&ep->domain->lock);

@@ -22,7 +22,7 @@
  * reply is copied to a small queue and sent from progress, so a target
  * never blocks on an initiator that is itself waiting for it.  The
  * initiator need not be in the target's address vector: the reply goes to
- * the peer the shim knows as that sender (opx_src_peer); a sender it
+ * the peer the shim knows as that sender (opx_rndv_src_peer); a sender it
  * cannot name is dropped and counted.
  */
 #include <stdlib.h>
@@ -57,7 +57,7 @@ struct opx_rma_state *opx_rma_target_state(struct opx_ep *ep)
 	return st;
 }
 
-/* CMA needs the process the shim verified behind the peer (opx_cma_peer).
+/* CMA needs the process the shim verified behind the peer (opx_rndv_cma_peer).
  * A peer on the udp wire has none, on another host or on this one
  * (FI_OPX_WIRE=udp): its pid is not ours to use.  Nor has one in another
  * pid namespace.  With those, large operations go by chunks. */
@@ -83,7 +83,7 @@ static int opx_rma_reply_try(struct opx_ep *ep, struct shim_peer *peer, uint64_t
 	if (rc)
 		return rc;
 	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_RESP, pflags, len, 0, tag, status);
+	opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_RMA_RESP, pflags, len, 0, tag, status);
 	if (inl) {
 		memset(e->hdr.p.inl, 0, sizeof(e->hdr.p.inl));
 		opx_iov_gather_at(e->hdr.p.inl, src, cnt, 0, len);
@@ -154,14 +154,14 @@ void opx_rma_target_flush_replies(struct opx_ep *ep, struct opx_rma_state *st)
 static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h, uint64_t what,
 				  uint64_t dir, size_t len, const struct opx_mr *mr)
 {
-	if (!(opx_pw(h).rma.op & OPX_RMA_LAST))
+	if (!(opx_proto_pw(h).rma.op & OPX_RMA_LAST))
 		return;
 	if ((h->flags & OPX_PF_CQDATA) && ep->rx_cq)
-		opx_cq_report_locked(ep->rx_cq, NULL, what | dir | FI_REMOTE_CQ_DATA, len, NULL,
-				     h->data, 0, FI_ADDR_NOTAVAIL);
-	opx_cntr_inc(dir == FI_REMOTE_WRITE ? ep->rwrite_cntr : ep->rread_cntr);
+		opx_complete_report_locked(ep->rx_cq, NULL, what | dir | FI_REMOTE_CQ_DATA, len,
+					   NULL, h->data, 0, FI_ADDR_NOTAVAIL);
+	opx_cq_cntr_inc(dir == FI_REMOTE_WRITE ? ep->rwrite_cntr : ep->rread_cntr);
 	if (mr && mr->cntr && (mr->cntr_flags & dir))
-		opx_cntr_inc(mr->cntr);
+		opx_cq_cntr_inc(mr->cntr);
 }
 
 /* A CMA read or write (opx_rma.h): the initiator's buffer is checked to
@@ -197,7 +197,7 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 	}
 	if (sum != q.len)
 		goto bad;
-	status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, q.len,
+	status = opx_mr_resolve_locked(ep->domain, opx_proto_pw(h).rma.key, h->tag, q.len,
 				       write ? FI_REMOTE_WRITE : FI_REMOTE_READ, loc, &nloc, &mr);
 	if (!status && write && can) {
 		/* the initiator writes: tell it where */
@@ -208,17 +208,18 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 			g.iov_base[i] = (uintptr_t)loc[i].iov_base;
 			g.iov_len[i] = loc[i].iov_len;
 		}
-		opx_rma_reply_flags(ep, st, peer, opx_pw(h).rma.op, 0, OPX_PF_CMA | OPX_PF_GRANT, &v, 1,
-				    sizeof(g));
+		opx_rma_reply_flags(ep, st, peer, opx_proto_pw(h).rma.op, 0,
+				    OPX_PF_CMA | OPX_PF_GRANT, &v, 1, sizeof(g));
 		return;
 	}
 	if (!status) {
 		ssize_t n = -EPERM;
 
 		if (can)
-			n = opx_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, true);
+			n = opx_rndv_cma_peer(peer, loc, nloc, rem, q.iov_count, q.len, true);
 		if (n == -EPERM || n == -ENOSYS) {
-			opx_rma_reply_flags(ep, st, peer, opx_pw(h).rma.op, 0, OPX_PF_CMA, NULL, 0, 0);
+			opx_rma_reply_flags(ep, st, peer, opx_proto_pw(h).rma.op, 0, OPX_PF_CMA,
+					    NULL, 0, 0);
 			return;
 		}
 		if (n == -ESRCH)
@@ -228,11 +229,11 @@ static void opx_rma_rx_cma(struct opx_ep *ep, struct opx_rma_state *st, struct s
 		else
 			opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_READ, q.len, mr);
 	}
-	opx_rma_reply(ep, st, peer, opx_pw(h).rma.op, (uint64_t)-status, NULL, 0, 0);
+	opx_rma_reply(ep, st, peer, opx_proto_pw(h).rma.op, (uint64_t)-status, NULL, 0, 0);
 	return;
 bad:
-	opx_rx_drop(ep, "malformed one-sided CMA request");
-	opx_rma_reply(ep, st, peer, opx_pw(h).rma.op, FI_EINVAL, NULL, 0, 0);
+	opx_drop_proto(ep, "malformed one-sided CMA request");
+	opx_rma_reply(ep, st, peer, opx_proto_pw(h).rma.op, FI_EINVAL, NULL, 0, 0);
 }
 
 /* The access a request needs of the region. */
@@ -272,14 +273,14 @@ static int opx_rma_chunk_refused(struct opx_ep *ep, struct opx_rma_state *st,
 				 const struct shim_pkt_hdr *h)
 {
 	uint32_t from = (uint32_t)h->slid << 16 | h->sctx;
-	uint64_t tag = opx_pw(h).rma.op;
+	uint64_t tag = opx_proto_pw(h).rma.op;
 	uint32_t cookie = (uint32_t)tag;
 	struct opx_rma_refusal *r;
 
 	if (!(tag & (OPX_RMA_CHUNK_MAX << 32)) && !(tag & OPX_RMA_LAST)) {
 		struct iovec loc[OPX_IOV_LIMIT];
 		size_t nloc;
-		int rc = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, h->data,
+		int rc = opx_mr_resolve_locked(ep->domain, opx_proto_pw(h).rma.key, h->tag, h->data,
 					       opx_rma_need(h), loc, &nloc, NULL);
 
 		/* an atomic's elements lie in one piece of the region, all
@@ -333,26 +334,26 @@ int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 	struct shim_peer *peer;
 	size_t nloc = 0;
 	fi_addr_t src = opx_ep_src(ep, h->slid, h->sctx);
-	uint64_t tag = opx_pw(h).rma.op;
+	uint64_t tag = opx_proto_pw(h).rma.op;
 	int status = 0;
 
 	st = opx_rma_target_state(ep);
 	if (!st) {
-		opx_rx_drop(ep, "no memory for one-sided state");
+		opx_drop_proto(ep, "no memory for one-sided state");
 		return 0;
 	}
-	peer = opx_src_peer(ep, h->slid, h->sctx, src);
+	peer = opx_rndv_src_peer(ep, h->slid, h->sctx, src);
 	if (!peer) {
-		opx_rx_drop(ep, "one-sided request from a sender that cannot be answered");
+		opx_drop_proto(ep, "one-sided request from a sender that cannot be answered");
 		return 0;
 	}
 
 	if ((h->flags & OPX_PF_GRANT) && h->opcode == OPX_OP_RMA_WRITE) {
 		/* a CMA write was written: its remote CQ data and counters */
-		if (h->paylen || !(opx_pw(h).rma.op & OPX_RMA_LAST) ||
-		    opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, h->msgid,
+		if (h->paylen || !(opx_proto_pw(h).rma.op & OPX_RMA_LAST) ||
+		    opx_mr_resolve_locked(ep->domain, opx_proto_pw(h).rma.key, h->tag, h->msgid,
 					  FI_REMOTE_WRITE, loc, &nloc, &mr)) {
-			opx_rx_drop(ep, "CMA write notice for no writable region");
+			opx_drop_proto(ep, "CMA write notice for no writable region");
 			return 0;
 		}
 		opx_rma_target_event(ep, h, FI_RMA, FI_REMOTE_WRITE, h->msgid, mr);
@@ -367,8 +368,8 @@ int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		return 0;
 	}
 	if (h->opcode == OPX_OP_RMA_WRITE) {
-		status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, h->paylen,
-					       FI_REMOTE_WRITE, loc, &nloc, &mr);
+		status = opx_mr_resolve_locked(ep->domain, opx_proto_pw(h).rma.key, h->tag,
+					       h->paylen, FI_REMOTE_WRITE, loc, &nloc, &mr);
 		if (!status) {
 			const uint8_t *p = pay;
 			for (size_t i = 0; i < nloc; i++) {
@@ -386,8 +387,8 @@ int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 		if (len > peer->mtu)
 			status = -FI_EINVAL;
 		else
-			status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, len,
-						       FI_REMOTE_READ, loc, &nloc, &mr);
+			status = opx_mr_resolve_locked(ep->domain, opx_proto_pw(h).rma.key, h->tag,
+						       len, FI_REMOTE_READ, loc, &nloc, &mr);
 		if (status)
 			len = 0;
 		else
@@ -413,7 +414,7 @@ int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, c
 			status = -FI_EINVAL;
 	}
 	if (!status) {
-		status = opx_mr_resolve_locked(ep->domain, opx_pw(h).rma.key, h->tag, bytes,
+		status = opx_mr_resolve_locked(ep->domain, opx_proto_pw(h).rma.key, h->tag, bytes,
 					       opx_rma_need(h), loc, &nloc, &mr);
 		if (!status && nloc != 1)
 			status = -FI_EINVAL; /* elements must not straddle two iovecs */

@@ -35,26 +35,26 @@
  *   FREE --opx_rndv_dc_get: EAGER_DC out (opx_msg.c) ---------> WAIT, no iovec: DONE only
  *         (no slot, or no credits for the packet: -FI_EAGAIN and the slot stays
  *         FREE; opx_rndv_dc_put gives back one opx_rndv_dc_get took)
- *   WAIT + DONE (opx_rx_done)   a status sets err FI_EIO;
+ *   WAIT + DONE (opx_rndv_rx_done)   a status sets err FI_EIO;
  *                               dones_left 1 -----------------> RELEASE(err)
  *                               dones_left 2 -----------------> WAIT, dones_left 1
- *   WAIT + CTW  (opx_rx_ctw)    part written (CMA) -----------> WAIT, WDONE(0) out
+ *   WAIT + CTW  (opx_rndv_rx_ctw)    part written (CMA) -----------> WAIT, WDONE(0) out
  *                               write refused ----------------> WAIT, dones_left 2,
  *                                                               WDONE(OPX_WDONE_REFUSED) out
- *   WAIT + CTS  (opx_rx_cts)    no SDMA engine ---------------> RELEASE(FI_EIO)
+ *   WAIT + CTS  (opx_rndv_rx_cts)    no SDMA engine ---------------> RELEASE(FI_EIO)
  *                               no TIDs (nothing wanted) -----> RELEASE(0)
  *                               else cts_ntid set ------------> PUSH
  *   PUSH  opx_rndv_tx_submit: one shim_sdma_submit (DATA packets) per TID range;
  *         ring full: on ep->sdma_wait, resumed by opx_rndv_progress;
  *         other error: err FI_EIO, nothing more submitted
- *   PUSH  opx_sdma_reap_all: sdma_left-- per reaped request (a status: err FI_EIO);
+ *   PUSH  opx_rndv_sdma_reap_all: sdma_left-- per reaped request (a status: err FI_EIO);
  *         none in the engine and no range left to submit -----> RELEASE(err)
  *   WAIT or PUSH with nothing in the engine, peer dead
  *         (opx_rndv_check_peers) -----------------------------> RELEASE(FI_ECONNREFUSED)
  *
  * Receive slot (struct opx_rndv_rx, ep->rndv_rx[]), taken only when data is
  * still due from the sender.  An RTS (opx_rx_rts, opx_rx.c) is matched or
- * queued unexpected (opx_ux_deliver on a later post); then opx_rndv_match:
+ * queued unexpected (opx_match_ux_deliver on a later post); then opx_rndv_match:
  *
  *   cma_ok: opx_rndv_pull    split (len >= FI_OPX_RNDV_SPLIT, cma_proven, a slot free):
  *                              opx_rndv_split: take, CTW out, read the first half,
@@ -68,16 +68,16 @@
  *                              by opx_rndv_progress
  *                            else register TIDs, take, CTS out ---------------> PUSHED
  *                              (nothing to receive: complete, free at once)
- *   PUSHED + DATA (opx_rx_data)   placed by shim_ctx_tid_place, placed += paylen;
+ *   PUSHED + DATA (opx_rndv_rx_data)   placed by shim_ctx_tid_place, placed += paylen;
  *                                 placed == expect: complete, free
- *   SPLIT + WDONE (opx_rx_wdone)  OPX_WDONE_REFUSED: pull the sender's part, DONE out
+ *   SPLIT + WDONE (opx_rndv_rx_wdone)  OPX_WDONE_REFUSED: pull the sender's part, DONE out
  *                                 (the sender's second); then, whatever the status,
  *                                 complete (FI_EIO if a part failed), free
  *   PUSHED or SPLIT, peer dead (opx_rndv_check_peers): complete FI_EIO, free
  *
  * Free is opx_rndv_rx_free: TIDs released, a new generation.  FI_DISCARD
  * (opx_rndv_discard) and an EAGER_DC once its data is placed
- * (opx_rx_eager_dc, opx_ux_deliver) answer DONE(0) without a slot.
+ * (opx_rx_eager_dc, opx_match_ux_deliver) answer DONE(0) without a slot.
  *
  * No rendezvous state has a timeout of its own: a lost packet is the
  * reliability layer's, and a peer that dies (process gone; udp: no answer
@@ -121,7 +121,7 @@ static inline bool opx_rndv_from(const struct shim_pkt_hdr *h, const struct shim
 static void opx_rndv_stray(struct opx_ep *ep, const char *why)
 {
 	ep->rndv_stray++;
-	opx_rx_drop(ep, why);
+	opx_drop_proto(ep, why);
 }
 
 /* ---------------------------------------------------------------------
@@ -168,12 +168,12 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 		rts->iov_len[i] = i < cnt ? iov[i].iov_len : 0;
 	}
 	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
-		     data);
-	opx_pw_set(&e->hdr,
-		   &(union opx_pw){.rts = {.len = len,
-					   .cookie = opx_rndv_cookie(t->gen,
-								     (size_t)(t - ep->rndv))}});
+	opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
+			data);
+	opx_proto_pw_set(&e->hdr,
+			 &(union opx_proto_pw){.rts = {.len = len,
+						       .cookie = opx_rndv_cookie(
+							       t->gen, (size_t)(t - ep->rndv))}});
 	shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 	return 0;
 }
@@ -187,9 +187,9 @@ static struct opx_rndv_tx *opx_rndv_tx_lookup(struct opx_ep *ep, uint64_t cookie
 	return &ep->rndv[idx];
 }
 
-static int opx_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+static int opx_rndv_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	union opx_pw w = opx_pw(h);
+	union opx_proto_pw w = opx_proto_pw(h);
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, w.done.cookie);
 
 	(void)pay;
@@ -224,7 +224,7 @@ static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
 		int rc;
 
 		memset(&req.tmpl, 0, sizeof(req.tmpl));
-		opx_hdr_init(&req.tmpl, ep, t->peer, OPX_OP_DATA, 0, 0, 0, t->rx_cookie, 0);
+		opx_ep_hdr_init(&req.tmpl, ep, t->peer, OPX_OP_DATA, 0, 0, 0, t->rx_cookie, 0);
 		req.iovcnt = (uint32_t)opx_iov_slice(t->iov, t->iov_count, sent, t->tid_len[i], req.iov);
 		req.tid = t->tid[i];
 		req.tid_off = 0;
@@ -251,9 +251,9 @@ static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
 		opx_rndv_tx_release(ep, t, t->err);
 }
 
-static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+static int opx_rndv_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	union opx_pw w = opx_pw(h);
+	union opx_proto_pw w = opx_proto_pw(h);
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, w.cts.cookie);
 	struct opx_cts_payload cts;
 	uint64_t sum = 0;
@@ -268,13 +268,13 @@ static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	}
 	memcpy(&cts, pay, sizeof(cts));
 	if (cts.ntid > OPX_IOV_LIMIT) {
-		opx_rx_drop(ep, "CTS with too many TIDs");
+		opx_drop_proto(ep, "CTS with too many TIDs");
 		return 0;
 	}
 	for (uint32_t i = 0; i < cts.ntid; i++)
 		sum += cts.len[i];
 	if (sum > t->len) {
-		opx_rx_drop(ep, "CTS longer than the message");
+		opx_drop_proto(ep, "CTS longer than the message");
 		return 0;
 	}
 	if (!ep->sdma && shim_sdma_open(ep->shim, 0, &ep->sdma)) {
@@ -296,7 +296,7 @@ static int opx_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	return 0;
 }
 
-static void opx_sdma_reap_all(struct opx_ep *ep)
+static void opx_rndv_sdma_reap_all(struct opx_ep *ep)
 {
 	uint64_t cookie;
 	int status;
@@ -319,8 +319,8 @@ static void opx_sdma_reap_all(struct opx_ep *ep)
  * Target.
  */
 /* The sender's iovec (from its RTS), bytes [off, off + len). */
-static size_t opx_rts_slice(const struct opx_rts_payload *rts, size_t off, size_t len,
-			    struct iovec *out)
+static size_t opx_rndv_rts_slice(const struct opx_rts_payload *rts, size_t off, size_t len,
+				 struct iovec *out)
 {
 	struct iovec v[OPX_IOV_LIMIT];
 
@@ -361,15 +361,16 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 		w.iov_base[i] = (uint64_t)(uintptr_t)liov[i].iov_base;
 		w.iov_len[i] = liov[i].iov_len;
 	}
-	opx_rndv_ctl_send(ep, peer, OPX_OP_CTW,
-			  &(union opx_pw){.cts = {.cookie = ux->cookie,
-						  .rx_cookie = opx_rndv_cookie(
-							  x->gen, (size_t)(x - ep->rndv_rx))}},
-			  &w, sizeof(w));
+	opx_rndv_ctl_send(
+		ep, peer, OPX_OP_CTW,
+		&(union opx_proto_pw){
+			.cts = {.cookie = ux->cookie,
+				.rx_cookie = opx_rndv_cookie(x->gen, (size_t)(x - ep->rndv_rx))}},
+		&w, sizeof(w));
 
 	lcnt = opx_iov_slice(req->iov, req->iov_count, off, half, liov);
-	rcnt = opx_rts_slice(&ux->rts, 0, half, riov);
-	n = opx_cma_peer(peer, liov, lcnt, riov, rcnt, half, false);
+	rcnt = opx_rndv_rts_slice(&ux->rts, 0, half, riov);
+	n = opx_rndv_cma_peer(peer, liov, lcnt, riov, rcnt, half, false);
 	if (n < 0) {
 		OPX_WARN(FI_LOG_EP_DATA, "cross memory attach read from lid %u ctx %u failed: %s\n",
 			 peer->lid, peer->ctx, strerror((int)-n));
@@ -389,7 +390,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 {
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	size_t len = ux->len < cap ? ux->len : cap;
-	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
+	struct shim_peer *peer = opx_rndv_reply_peer(ep, &ux->rts.src, ux->src);
 	uint32_t status = 0;
 	pid_t pid;
 	int err = 0;
@@ -405,8 +406,8 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 		return 0;
 	if (len) {
 		size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, len, liov);
-		size_t rcnt = opx_rts_slice(&ux->rts, 0, len, riov);
-		ssize_t n = opx_cma_peer(peer, liov, lcnt, riov, rcnt, len, false);
+		size_t rcnt = opx_rndv_rts_slice(&ux->rts, 0, len, riov);
+		ssize_t n = opx_rndv_cma_peer(peer, liov, lcnt, riov, rcnt, len, false);
 
 		if (n == -EPERM || n == -ENOSYS)
 			return (int)n;
@@ -419,7 +420,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 			ep->cma_proven = true;
 		}
 	}
-	opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
+	opx_complete_rx(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
 	opx_rndv_ctl_done(ep, peer, ux->cookie, (uint32_t)status);
 	return 0;
 }
@@ -434,11 +435,11 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	struct iovec liov[OPX_IOV_LIMIT];
 	size_t expect = ux->len < cap ? ux->len : cap;
 	size_t lcnt = opx_iov_slice(req->iov, req->iov_count, off, expect, liov);
-	struct shim_peer *peer = opx_reply_peer(ep, &ux->rts.src, ux->src);
+	struct shim_peer *peer = opx_rndv_reply_peer(ep, &ux->rts.src, ux->src);
 
 	if (!peer || !shim_peer_alive(peer)) {
 		OPX_WARN(FI_LOG_EP_DATA, "rendezvous sender context gone\n");
-		opx_rx_complete(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src,
+		opx_complete_rx(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src,
 				FI_EIO);
 		return 0;
 	}
@@ -459,13 +460,14 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	}
 	cts.ntid = x->ntid;
 	opx_rndv_rx_take(ep, x, req, off, cap, ux, expect, peer);
-	opx_rndv_ctl_send(ep, peer, OPX_OP_CTS,
-			  &(union opx_pw){.cts = {.cookie = ux->cookie,
-						  .rx_cookie = opx_rndv_cookie(
-							  x->gen, (size_t)(x - ep->rndv_rx))}},
-			  &cts, sizeof(cts));
+	opx_rndv_ctl_send(
+		ep, peer, OPX_OP_CTS,
+		&(union opx_proto_pw){
+			.cts = {.cookie = ux->cookie,
+				.rx_cookie = opx_rndv_cookie(x->gen, (size_t)(x - ep->rndv_rx))}},
+		&cts, sizeof(cts));
 	if (!expect) {
-		opx_rx_complete(ep, req, off, cap, x->total, x->tag, x->data, x->pflags, x->src, 0);
+		opx_complete_rx(ep, req, off, cap, x->total, x->tag, x->data, x->pflags, x->src, 0);
 		opx_rndv_rx_free(ep, x);
 	}
 	return 0;
@@ -503,7 +505,7 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 	return rc;
 }
 
-static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
+static int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 {
 	const struct shim_pkt_hdr *h = &e->hdr;
 	uint32_t idx = (uint32_t)h->tag;
@@ -521,14 +523,14 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 		return 0;
 	}
 	for (uint32_t i = 0; i < x->ntid; i++)
-		ours |= x->tid[i] == opx_pw(h).tid.handle;
+		ours |= x->tid[i] == opx_proto_pw(h).tid.handle;
 	if (!ours || x->placed + h->paylen > x->expect || shim_ctx_tid_place(ep->shim, e)) {
-		opx_rx_drop(ep, "DATA outside its receive");
+		opx_drop_proto(ep, "DATA outside its receive");
 		return 0;
 	}
 	x->placed += h->paylen;
 	if (x->placed == x->expect) {
-		opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
+		opx_complete_rx(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
 				x->src, 0);
 		opx_rndv_rx_free(ep, x);
 	}
@@ -541,9 +543,9 @@ static int opx_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
  * write is refused (the receiver is not dumpable, Yama...), WDONE says so
  * and the receiver pulls that part itself; the send then completes on its
  * second DONE. */
-static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+static int opx_rndv_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	union opx_pw cw = opx_pw(h);
+	union opx_proto_pw cw = opx_proto_pw(h);
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, cw.cts.cookie);
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	struct opx_ctw_payload w;
@@ -561,7 +563,7 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	}
 	memcpy(&w, pay, sizeof(w));
 	if (w.iov_count > OPX_IOV_LIMIT || w.off > t->len || w.len > t->len - w.off) {
-		opx_rx_drop(ep, "CTW outside the message");
+		opx_drop_proto(ep, "CTW outside the message");
 		return 0;
 	}
 	for (uint32_t i = 0; i < w.iov_count; i++) {
@@ -573,13 +575,13 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 			sum += w.iov_len[i];
 	}
 	if (sum != w.len) {
-		opx_rx_drop(ep, "CTW with inconsistent lengths");
+		opx_drop_proto(ep, "CTW with inconsistent lengths");
 		return 0;
 	}
 	t->ctw_seen = true;
 	lcnt = opx_iov_slice(t->iov, t->iov_count, w.off, w.len, liov);
 	if (w.len) {
-		ssize_t n = opx_cma_peer(t->peer, liov, lcnt, riov, w.iov_count, w.len, true);
+		ssize_t n = opx_rndv_cma_peer(t->peer, liov, lcnt, riov, w.iov_count, w.len, true);
 		if (n < 0) {
 			OPX_INFO(FI_LOG_EP_DATA,
 				 "cross memory attach write to lid %u ctx %u refused (%s): the "
@@ -590,8 +592,8 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 		}
 	}
 	opx_rndv_ctl_send(ep, t->peer, OPX_OP_WDONE,
-			  &(union opx_pw){.wdone = {.rx_cookie = cw.cts.rx_cookie,
-						    .status = (uint32_t)status}},
+			  &(union opx_proto_pw){.wdone = {.rx_cookie = cw.cts.rx_cookie,
+							  .status = (uint32_t)status}},
 			  NULL, 0);
 	return 0;
 }
@@ -599,9 +601,9 @@ static int opx_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 /* Receiver: the sender's part of a split copy has landed, or the sender
  * could not write it and we pull it ourselves (then a second DONE lets
  * the sender complete). */
-static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
+static int opx_rndv_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 {
-	union opx_pw w = opx_pw(h);
+	union opx_proto_pw w = opx_proto_pw(h);
 	uint32_t idx = (uint32_t)w.wdone.rx_cookie;
 	struct opx_rndv_rx *x;
 
@@ -620,8 +622,8 @@ static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 		size_t part = x->expect - x->half;
 		size_t lcnt = opx_iov_slice(x->req->iov, x->req->iov_count, x->off + x->half, part,
 					    liov);
-		size_t rcnt = opx_rts_slice(&x->rts, x->half, part, riov);
-		ssize_t n = opx_cma_peer(x->peer, liov, lcnt, riov, rcnt, part, false);
+		size_t rcnt = opx_rndv_rts_slice(&x->rts, x->half, part, riov);
+		ssize_t n = opx_rndv_cma_peer(x->peer, liov, lcnt, riov, rcnt, part, false);
 
 		if (n < 0) {
 			OPX_WARN(FI_LOG_EP_DATA, "split copy fallback pull failed: %s\n",
@@ -632,7 +634,7 @@ static int opx_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 	} else if (w.wdone.status) {
 		x->err = FI_EIO;
 	}
-	opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags, x->src,
+	opx_complete_rx(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags, x->src,
 			x->err);
 	opx_rndv_rx_free(ep, x);
 	return 0;
@@ -642,17 +644,17 @@ int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const 
 {
 	switch (e->hdr.opcode) {
 	case OPX_OP_CTW:
-		return opx_rx_ctw(ep, &e->hdr, pay);
+		return opx_rndv_rx_ctw(ep, &e->hdr, pay);
 	case OPX_OP_WDONE:
-		return opx_rx_wdone(ep, &e->hdr);
+		return opx_rndv_rx_wdone(ep, &e->hdr);
 	case OPX_OP_DONE:
-		return opx_rx_done(ep, &e->hdr, pay);
+		return opx_rndv_rx_done(ep, &e->hdr, pay);
 	case OPX_OP_CTS:
-		return opx_rx_cts(ep, &e->hdr, pay);
+		return opx_rndv_rx_cts(ep, &e->hdr, pay);
 	case OPX_OP_DATA:
-		return opx_rx_data(ep, e);
+		return opx_rndv_rx_data(ep, e);
 	default:
-		opx_rx_drop(ep, "unknown rendezvous opcode");
+		opx_drop_proto(ep, "unknown rendezvous opcode");
 		return 0;
 	}
 }
@@ -665,7 +667,7 @@ void opx_rndv_progress(struct opx_ep *ep)
 	if (!opx_list_empty(&ep->ctl_pend))
 		opx_rndv_ctl_retry(ep);
 	if (ep->sdma_reqs)
-		opx_sdma_reap_all(ep);
+		opx_rndv_sdma_reap_all(ep);
 	opx_list_foreach_safe(&ep->sdma_wait, it, tmp)
 	{
 		opx_rndv_tx_submit(ep, OPX_CONTAINER_OF(it, struct opx_rndv_tx, link));

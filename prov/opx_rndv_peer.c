@@ -4,10 +4,10 @@
  * whom it talks to: the send and receive slots (their generations, init
  * and fini, take and release, the slots of FI_DELIVERY_COMPLETE eager
  * sends), control packets (DONE, CTS, CTW, WDONE) with their queue for a
- * peer out of credits, the peer that answers a sender (opx_reply_peer,
- * opx_src_peer, used by one-sided communication too), the watch for
+ * peer out of credits, the peer that answers a sender (opx_rndv_reply_peer,
+ * opx_rndv_src_peer, used by one-sided communication too), the watch for
  * peers that died (opx_rndv_check_peers), and Cross Memory Attach copies
- * with a peer's verified process (opx_cma_peer) with the check of the
+ * with a peer's verified process (opx_rndv_cma_peer) with the check of the
  * RTS iovec they read from (opx_rndv_rts_ok).  The protocol, its states
  * and its checks are described in opx_rndv.c.
  *
@@ -94,7 +94,7 @@ static void opx_rndv_tx_free(struct opx_ep *ep, struct opx_rndv_tx *t)
 
 void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
 {
-	opx_ep_tx_report(ep, t->context, t->flags, t->len, err);
+	opx_complete_tx(ep, t->context, t->flags, t->len, err);
 	opx_list_remove(&t->link);
 	opx_rndv_tx_free(ep, t);
 }
@@ -177,13 +177,13 @@ struct opx_ctl_pend {
 	struct opx_list link;
 	struct shim_peer *peer;
 	uint8_t op;
-	union opx_pw w;
+	union opx_proto_pw w;
 	uint32_t paylen;
 	uint8_t payload[OPX_CTL_PAYLOAD_MAX];
 };
 
-static int opx_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
-		       const union opx_pw *w, const void *payload, uint32_t paylen)
+static int opx_rndv_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
+			    const union opx_proto_pw *w, const void *payload, uint32_t paylen)
 {
 	struct shim_pio_resv r = {0};
 	struct shim_rhq_entry *e;
@@ -194,18 +194,18 @@ static int opx_ctl_try(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
 	if (paylen)
 		memcpy(r.egr, payload, paylen);
 	e = shim_pio_entry(peer, &r, 0);
-	opx_hdr_init(&e->hdr, ep, peer, op, 0, paylen, 0, 0, 0);
-	opx_pw_set(&e->hdr, w);
+	opx_ep_hdr_init(&e->hdr, ep, peer, op, 0, paylen, 0, 0, 0);
+	opx_proto_pw_set(&e->hdr, w);
 	shim_pio_publish(peer, &r, 0, paylen ? shim_rhf_egr(peer, &r, 0) : 0);
 	return 0;
 }
 
 void opx_rndv_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
-		       const union opx_pw *w, const void *payload, uint32_t paylen)
+		       const union opx_proto_pw *w, const void *payload, uint32_t paylen)
 {
 	struct opx_ctl_pend *p;
 
-	if (opx_list_empty(&ep->ctl_pend) && !opx_ctl_try(ep, peer, op, w, payload, paylen))
+	if (opx_list_empty(&ep->ctl_pend) && !opx_rndv_ctl_try(ep, peer, op, w, payload, paylen))
 		return;
 	p = malloc(sizeof(*p));
 	if (!p) {
@@ -225,7 +225,8 @@ void opx_rndv_ctl_done(struct opx_ep *ep, struct shim_peer *peer, uint64_t cooki
 		       uint32_t status)
 {
 	opx_rndv_ctl_send(ep, peer, OPX_OP_DONE,
-			  &(union opx_pw){.done = {.cookie = cookie, .status = status}}, NULL, 0);
+			  &(union opx_proto_pw){.done = {.cookie = cookie, .status = status}}, NULL,
+			  0);
 }
 
 void opx_rndv_ctl_retry(struct opx_ep *ep)
@@ -235,7 +236,7 @@ void opx_rndv_ctl_retry(struct opx_ep *ep)
 	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
 	{
 		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
-		if (opx_ctl_try(ep, p->peer, p->op, &p->w, p->payload, p->paylen) == -EAGAIN)
+		if (opx_rndv_ctl_try(ep, p->peer, p->op, &p->w, p->payload, p->paylen) == -EAGAIN)
 			break;
 		opx_list_remove(&p->link);
 		shim_peer_close(p->peer);
@@ -245,7 +246,7 @@ void opx_rndv_ctl_retry(struct opx_ep *ep)
 
 void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, uint64_t cookie)
 {
-	struct shim_peer *peer = opx_reply_peer(ep, to, src);
+	struct shim_peer *peer = opx_rndv_reply_peer(ep, to, src);
 
 	if (peer)
 		opx_rndv_ctl_done(ep, peer, cookie, 0);
@@ -264,21 +265,21 @@ void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux)
  * per (lid, ctx): the contexts of one host are numbered from 0, so up to
  * OPX_ANON_PEERS of them never share a slot (a one-sided target of Open
  * MPI's osc rdma hears from every rank of the job this way). */
-static size_t opx_anon_slot(uint16_t lid, uint16_t ctx)
+static size_t opx_rndv_anon_slot(uint16_t lid, uint16_t ctx)
 {
 	return ((size_t)ctx + (size_t)lid * 37u) % OPX_ANON_PEERS;
 }
 
 /* The peer to answer a sender: its AV entry, or an anonymous mapping when
  * the sender is not in our AV (FI_SOURCE-less receives still work). */
-struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src)
+struct shim_peer *opx_rndv_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src)
 {
-	size_t slot = opx_anon_slot(to->lid, to->ctx);
+	size_t slot = opx_rndv_anon_slot(to->lid, to->ctx);
 	struct shim_peer *p = NULL;
 
 	/* src names a scalable peer as a whole: its entry's peer is its
 	 * receive context 0, not necessarily the context that sent */
-	if (src != FI_ADDR_NOTAVAIL && !opx_src_is_anon(src) &&
+	if (src != FI_ADDR_NOTAVAIL && !opx_ep_src_is_anon(src) &&
 	    !opx_ep_peer_locked(ep, src, &p) && p->addr.nonce == to->nonce &&
 	    p->addr.ctx == to->ctx)
 		return p;
@@ -300,20 +301,20 @@ struct shim_peer *opx_reply_peer(struct opx_ep *ep, const struct shim_addr *to, 
  * that (lid, ctx), or the context of this host that has it.  A one-sided
  * target need not have its initiators in its AV (Open MPI's osc rdma
  * inserts only the peers a rank initiates to). */
-struct shim_peer *opx_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src)
+struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src)
 {
 	struct shim_peer *p;
 	struct shim_addr a;
 
-	if (!opx_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
+	if (!opx_ep_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
 	    !opx_ep_peer_locked(ep, src, &p) && p->lid == slid && p->ctx == sctx)
 		return p;
-	p = ep->anon[opx_anon_slot(slid, sctx)];
+	p = ep->anon[opx_rndv_anon_slot(slid, sctx)];
 	if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))
 		return p;
 	if (opx_av_src_addr(ep->domain->fabric->dev, ep->shim, slid, sctx, &a))
 		return NULL;
-	return opx_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
+	return opx_rndv_reply_peer(ep, &a, FI_ADDR_NOTAVAIL);
 }
 
 /* Receives directed at a sender that is gone complete in error (a
@@ -332,7 +333,7 @@ static void opx_rndv_check_recvs(struct opx_ep *ep, struct opx_list *q, bool tag
 		    !opx_av_peer_dead_locked(ep->av, req->src, ep->watch_round))
 			continue;
 		opx_list_remove(&req->link);
-		opx_rx_complete(ep, req, 0, req->len, 0, req->tag, 0, tagged ? OPX_PF_TAGGED : 0,
+		opx_complete_rx(ep, req, 0, req->len, 0, req->tag, 0, tagged ? OPX_PF_TAGGED : 0,
 				req->src, FI_ECONNREFUSED);
 	}
 }
@@ -369,7 +370,7 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 		if (!x->busy || shim_peer_alive(x->peer))
 			continue;
 		OPX_WARN(FI_LOG_EP_DATA, "sender of a %zu-byte message is gone\n", x->total);
-		opx_rx_complete(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
+		opx_complete_rx(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
 				x->src, FI_EIO);
 		opx_rndv_rx_free(ep, x);
 	}
@@ -396,8 +397,8 @@ void opx_rndv_check_peers(struct opx_ep *ep)
  */
 /* One Cross Memory Attach copy of len bytes between our liov and the
  * process pid's riov (write: ours to theirs), resuming partial transfers. */
-static ssize_t opx_cma_copy(pid_t pid, struct iovec *liov, size_t lcnt, struct iovec *riov,
-			    size_t rcnt, size_t len, bool write)
+static ssize_t opx_rndv_cma_copy(pid_t pid, struct iovec *liov, size_t lcnt, struct iovec *riov,
+				 size_t rcnt, size_t len, bool write)
 {
 	size_t done = 0;
 
@@ -445,11 +446,11 @@ bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload 
 	if (rts->src.lid != h->slid || rts->src.ctx != h->sctx)
 		return false;
 	for (uint32_t i = 0; i < rts->iov_count; i++) {
-		if (rts->iov_len[i] > opx_pw(h).rts.len)
+		if (rts->iov_len[i] > opx_proto_pw(h).rts.len)
 			return false; /* also keeps the sum below from wrapping */
 		sum += rts->iov_len[i];
 	}
-	return sum == opx_pw(h).rts.len;
+	return sum == opx_proto_pw(h).rts.len;
 }
 
 /* A CMA copy with the peer's owner (opx_ep.h): the process is the one the
@@ -459,15 +460,15 @@ bool opx_rndv_rts_ok(const struct shim_pkt_hdr *h, const struct opx_rts_payload 
  * also checked before, so a recycled pid is caught before we write.
  * -ESRCH: no such process.  Each check is a syscall: pulls are the
  * rendezvous fast path. */
-ssize_t opx_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt, struct iovec *riov,
-		     size_t rcnt, size_t len, bool write)
+ssize_t opx_rndv_cma_peer(struct shim_peer *peer, struct iovec *liov, size_t lcnt,
+			  struct iovec *riov, size_t rcnt, size_t len, bool write)
 {
 	pid_t pid, again;
 	ssize_t n;
 
 	if (write ? shim_peer_cma_pid(peer, &pid) : shim_peer_cma_pid_recorded(peer, &pid))
 		return -ESRCH;
-	n = opx_cma_copy(pid, liov, lcnt, riov, rcnt, len, write);
+	n = opx_rndv_cma_copy(pid, liov, lcnt, riov, rcnt, len, write);
 	if (n >= 0 && (shim_peer_cma_pid(peer, &again) || again != pid))
 		return -ESRCH;
 	return n;

@@ -11,7 +11,7 @@
  * Validation happens before any field is used: error bits, opcode range,
  * job key, destination, flags, payload length against the MTU and the
  * eager ring, the checksum when there is one.  A bad packet is dropped
- * and counted by reason (opx_ep_drops), never acted on.
+ * and counted by reason (opx_drop_count), never acted on.
  *
  * A message's first packet that no posted receive matches may wait at the
  * head for a few drains, until its receive is posted (opx_rx_defer).
@@ -131,8 +131,8 @@ static inline struct opx_rx_req *opx_rx_match(struct opx_ep *ep, bool tagged, ui
 
 /* An unexpected message's first packet: describe it and queue it, in
  * arrival order, where receives and peeks look for it. */
-static void opx_ux_enqueue(struct opx_ep *ep, struct opx_ux *ux, const struct shim_pkt_hdr *h,
-			   fi_addr_t src, const uint8_t *pay)
+static void opx_rx_ux_enqueue(struct opx_ep *ep, struct opx_ux *ux, const struct shim_pkt_hdr *h,
+			      fi_addr_t src, const uint8_t *pay)
 {
 	ux->tag = h->tag;
 	ux->data = h->data;
@@ -152,9 +152,9 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
 	size_t cap, off;
 
 	if (req) {
-		off = opx_req_claim(ep, req, h->paylen, &cap);
+		off = opx_match_req_claim(ep, req, h->paylen, &cap);
 		opx_iov_copy_to(req->iov, req->iov_count, off, pay, h->paylen);
-		opx_rx_complete(ep, req, off, cap, h->paylen, h->tag, h->data, h->flags, src, 0);
+		opx_complete_rx(ep, req, off, cap, h->paylen, h->tag, h->data, h->flags, src, 0);
 		return 0;
 	}
 	if (opx_rx_defer(ep))
@@ -162,22 +162,22 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
 	ux = opx_ux_get(ep, h->slid, h->sctx, h->paylen);
 	if (!ux)
 		return -FI_EAGAIN;
-	opx_ux_enqueue(ep, ux, h, src, pay);
+	opx_rx_ux_enqueue(ep, ux, h, src, pay);
 	return 0;
 }
 
 /* Abandon a reassembly that a new first packet interrupts (a sender that
  * died mid-message); its receive completes in error. */
-static void opx_mp_abort(struct opx_ep *ep)
+static void opx_rx_mp_abort(struct opx_ep *ep)
 {
 	struct opx_mp_state *mp = &ep->mp;
 
 	if (mp->req)
-		opx_rx_complete(ep, mp->req, mp->req_off, mp->req_cap, mp->total, mp->tag, mp->data,
+		opx_complete_rx(ep, mp->req, mp->req_off, mp->req_cap, mp->total, mp->tag, mp->data,
 				mp->pflags, mp->src, FI_EIO);
 	if (mp->ux) {
 		if (mp->ux->waiting)
-			opx_rx_complete(ep, mp->ux->waiting, mp->ux->waiting_off,
+			opx_complete_rx(ep, mp->ux->waiting, mp->ux->waiting_off,
 					mp->ux->waiting_cap, mp->total, mp->tag, mp->data,
 					mp->pflags, mp->src, FI_EIO);
 		opx_list_remove(&mp->ux->link); /* no-op once matched */
@@ -189,7 +189,7 @@ static void opx_mp_abort(struct opx_ep *ep)
 static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct opx_mp_state *mp = &ep->mp;
-	uint64_t total = opx_pw(h).mp_first.total;
+	uint64_t total = opx_proto_pw(h).mp_first.total;
 	bool tagged = h->flags & OPX_PF_TAGGED;
 	fi_addr_t src;
 	struct opx_rx_req *req;
@@ -197,14 +197,14 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	/* packets of the sender's path MTU: the link's on the udp wire */
 	if (total <= h->paylen || total > opx_env.max_msg_size || !h->paylen ||
 	    h->paylen > ep->rx->mtu || h->paylen % SHIM_BLOCK) {
-		opx_rx_drop_reason(ep, OPX_DROP_MP_LEN);
+		opx_drop_note(ep, OPX_DROP_MP_LEN);
 		return 0;
 	}
 	/* Senders keep multi-packet messages within the limit we advertise;
 	 * one above it could never be buffered, and leaving it queued would
 	 * wedge the context for ever. */
 	if (total > ep->rx_mp_max) {
-		opx_rx_drop_reason(ep, OPX_DROP_MP_BOUND);
+		opx_drop_note(ep, OPX_DROP_MP_BOUND);
 		return 0;
 	}
 	src = opx_ep_src(ep, h->slid, h->sctx);
@@ -218,15 +218,15 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 		if (!ux)
 			return -FI_EAGAIN;
 		if (mp->active)
-			opx_mp_abort(ep);
-		opx_ux_enqueue(ep, ux, h, src, pay);
+			opx_rx_mp_abort(ep);
+		opx_rx_ux_enqueue(ep, ux, h, src, pay);
 		mp->ux = ux;
 		mp->req = NULL;
 	} else {
 		if (mp->active)
-			opx_mp_abort(ep);
+			opx_rx_mp_abort(ep);
 		mp->req = req;
-		mp->req_off = opx_req_claim(ep, req, total, &mp->req_cap);
+		mp->req_off = opx_match_req_claim(ep, req, total, &mp->req_cap);
 		opx_iov_copy_to(req->iov, req->iov_count, mp->req_off, pay,
 				h->paylen < mp->req_cap ? h->paylen : mp->req_cap);
 		mp->ux = NULL;
@@ -244,13 +244,13 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	return 0;
 }
 
-static void opx_mp_finish(struct opx_ep *ep)
+static void opx_rx_mp_finish(struct opx_ep *ep)
 {
 	struct opx_mp_state *mp = &ep->mp;
 	struct opx_ux *ux = mp->ux;
 
 	if (mp->req) {
-		opx_rx_complete(ep, mp->req, mp->req_off, mp->req_cap, mp->total, mp->tag, mp->data,
+		opx_complete_rx(ep, mp->req, mp->req_off, mp->req_cap, mp->total, mp->tag, mp->data,
 				mp->pflags, mp->src, 0);
 	} else if (ux) {
 		ux->rcvd = ux->len;
@@ -261,7 +261,7 @@ static void opx_mp_finish(struct opx_ep *ep)
 			size_t cap = ux->waiting_cap;
 			opx_iov_copy_to(req->iov, req->iov_count, ux->waiting_off, ux->buf,
 					ux->len < cap ? ux->len : cap);
-			opx_rx_complete(ep, req, ux->waiting_off, cap, ux->len, ux->tag, ux->data,
+			opx_complete_rx(ep, req, ux->waiting_off, cap, ux->len, ux->tag, ux->data,
 					ux->pflags, ux->src, 0);
 			opx_ux_put(ep, ux);
 		}
@@ -272,11 +272,11 @@ static void opx_mp_finish(struct opx_ep *ep)
 static int opx_rx_mp_next(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct opx_mp_state *mp = &ep->mp;
-	uint64_t off = opx_pw(h).mp_next.offset;
+	uint64_t off = opx_proto_pw(h).mp_next.offset;
 
 	if (!mp->active || h->slid != mp->slid || h->sctx != mp->sctx || h->msgid != mp->msgid ||
 	    off != mp->off || off + h->paylen > mp->total || !h->paylen) {
-		opx_rx_drop_reason(ep, OPX_DROP_MP_SEQ);
+		opx_drop_note(ep, OPX_DROP_MP_SEQ);
 		return 0;
 	}
 	if (mp->req) {
@@ -286,23 +286,23 @@ static int opx_rx_mp_next(struct opx_ep *ep, const struct shim_pkt_hdr *h, const
 					h->paylen < n ? h->paylen : n);
 		}
 	} else if (mp->ux) {
-		/* ux->rcvd stays below ux->len until opx_mp_finish(): that is
+		/* ux->rcvd stays below ux->len until opx_rx_mp_finish(): that is
 		 * what marks the message incomplete for a matching receive */
 		memcpy(mp->ux->buf + off, pay, h->paylen);
 	}
 	mp->off = off + h->paylen;
 	if (mp->off == mp->total)
-		opx_mp_finish(ep);
+		opx_rx_mp_finish(ep);
 	return 0;
 }
 
-static bool opx_rts_valid(const struct shim_pkt_hdr *h)
+static bool opx_rx_rts_valid(const struct shim_pkt_hdr *h)
 {
 	const struct opx_rts_payload *r;
 
 	if (h->paylen != sizeof(*r))
 		return false;
-	return opx_pw(h).rts.len <= opx_env.max_msg_size;
+	return opx_proto_pw(h).rts.len <= opx_env.max_msg_size;
 }
 
 static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
@@ -312,8 +312,8 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	struct opx_ux *ux;
 	fi_addr_t src;
 
-	if (!opx_rts_valid(h)) {
-		opx_rx_drop_reason(ep, OPX_DROP_RTS);
+	if (!opx_rx_rts_valid(h)) {
+		opx_drop_note(ep, OPX_DROP_RTS);
 		return 0;
 	}
 	ux = opx_ux_get(ep, h->slid, h->sctx, 0);
@@ -323,20 +323,20 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 	memcpy(&ux->rts, pay, sizeof(ux->rts));
 	if (!opx_rndv_rts_ok(h, &ux->rts)) {
 		opx_ux_put(ep, ux);
-		opx_rx_drop_reason(ep, OPX_DROP_RTS);
+		opx_drop_note(ep, OPX_DROP_RTS);
 		return 0;
 	}
 	ux->rndv = true;
-	ux->len = opx_pw(h).rts.len;
+	ux->len = opx_proto_pw(h).rts.len;
 	ux->rcvd = ux->len;
-	ux->cookie = opx_pw(h).rts.cookie;
+	ux->cookie = opx_proto_pw(h).rts.cookie;
 	ux->tag = h->tag;
 	ux->data = h->data;
 	ux->src = src;
 	ux->pflags = h->flags;
 	req = opx_rx_match(ep, tagged, h->tag, src);
 	if (req) {
-		opx_ux_deliver(ep, req, ux);
+		opx_match_ux_deliver(ep, req, ux);
 		return 0;
 	}
 	if (opx_rx_defer(ep)) {
@@ -349,7 +349,7 @@ static int opx_rx_rts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uin
 
 /* Receive side: deliver like an eager packet, then acknowledge once the
  * data is in a receive buffer (at once, or when an unexpected copy is
- * matched later: opx_ux_deliver / FI_DISCARD send the DONE then). */
+ * matched later: opx_match_ux_deliver / FI_DISCARD send the DONE then). */
 static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	bool tagged = h->flags & OPX_PF_TAGGED;
@@ -360,12 +360,12 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	size_t len, cap, off;
 
 	if (h->paylen < sizeof(from)) {
-		opx_rx_drop(ep, "delivery-complete packet without a sender address");
+		opx_drop_proto(ep, "delivery-complete packet without a sender address");
 		return 0;
 	}
 	memcpy(&from, pay, sizeof(from));
 	if (from.lid != h->slid || from.ctx != h->sctx) {
-		opx_rx_drop(ep, "delivery-complete sender address does not match the header");
+		opx_drop_proto(ep, "delivery-complete sender address does not match the header");
 		return 0;
 	}
 	pay += sizeof(from);
@@ -373,10 +373,10 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	src = opx_ep_src(ep, h->slid, h->sctx);
 	req = opx_rx_match(ep, tagged, h->tag, src);
 	if (req) {
-		off = opx_req_claim(ep, req, len, &cap);
+		off = opx_match_req_claim(ep, req, len, &cap);
 		opx_iov_copy_to(req->iov, req->iov_count, off, pay, len < cap ? len : cap);
-		opx_rx_complete(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
-		opx_rndv_ack(ep, &from, src, opx_pw(h).dc.cookie);
+		opx_complete_rx(ep, req, off, cap, len, h->tag, h->data, h->flags, src, 0);
+		opx_rndv_ack(ep, &from, src, opx_proto_pw(h).dc.cookie);
 		return 0;
 	}
 	if (opx_rx_defer(ep))
@@ -392,7 +392,7 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	memcpy(ux->buf, pay, len);
 	ux->ack = true;
 	ux->rts.src = from;
-	ux->cookie = opx_pw(h).dc.cookie;
+	ux->cookie = opx_proto_pw(h).dc.cookie;
 	opx_ux_queue(ep, tagged, ux);
 	return 0;
 }
@@ -419,7 +419,7 @@ static __attribute__((noinline, cold)) void opx_rx_bad_header(struct opx_ep *ep,
 		why = OPX_DROP_DEST;
 	else if (h->flags & ~OPX_PF_MASK)
 		why = OPX_DROP_FLAGS;
-	opx_rx_drop_reason(ep, why);
+	opx_drop_note(ep, why);
 }
 
 /* Checksum policy: a sealed packet is verified; with FI_OPX_CHECKSUM on,
@@ -461,10 +461,12 @@ static int opx_rx_first_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h,
 	if (rc)
 		return rc;
 	if (h->opcode == OPX_OP_MP_FIRST)
-		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_pw(h).mp_first.total);
+		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_proto_pw(h).mp_first.total);
 	else if (h->opcode == OPX_OP_RTS)
-		opx_stats_rx(ep, opx_stats_rndv_proto(opx_pw(h).rts.len, opx_rx_rts_udp(ep, h, pay)),
-			     opx_pw(h).rts.len);
+		opx_stats_rx(
+			ep,
+			opx_stats_rndv_proto(opx_proto_pw(h).rts.len, opx_rx_rts_udp(ep, h, pay)),
+			opx_proto_pw(h).rts.len);
 	return 0;
 }
 
@@ -485,7 +487,7 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 		/* a dead sender's hole, filled by the shim: a multi-packet
 		 * message in progress was its, and will never finish */
 		if ((e->rhf & SHIM_RHF_ERR_DEAD) && ep->mp.active)
-			opx_mp_abort(ep);
+			opx_rx_mp_abort(ep);
 		opx_rx_bad_header(ep, e);
 		return 0;
 	}
@@ -494,12 +496,12 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	if (__builtin_expect(!pay && (e->rhf & SHIM_RHF_PLACED) && h->opcode == OPX_OP_DATA, 0))
 		return opx_rndv_rx_packet(ep, e, NULL);
 	if (__builtin_expect(!pay, 0)) {
-		opx_rx_drop_reason(ep, OPX_DROP_PAYLOAD);
+		opx_drop_note(ep, OPX_DROP_PAYLOAD);
 		return 0;
 	}
 	if (__builtin_expect((h->flags & OPX_PF_CSUM) || ep->rx_csum, 0) &&
 	    !opx_rx_csum_ok(ep, e, pay)) {
-		opx_rx_drop_reason(ep, OPX_DROP_CSUM);
+		opx_drop_note(ep, OPX_DROP_CSUM);
 		return 0;
 	}
 	if (h->opcode == OPX_OP_EAGER) {

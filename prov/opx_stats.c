@@ -55,7 +55,7 @@ static void opx_stats_snapshot_locked(const struct opx_ep *ep, struct opx_stats 
 	st->size = sizeof(*st);
 	st->version = OPX_STATS_VERSION;
 	for (i = 0; i < OPX_DROP_MAX; i++)
-		st->drops[i] = opx_ep_drops(ep, (enum opx_drop_reason)i);
+		st->drops[i] = opx_drop_count(ep, (enum opx_drop_reason)i);
 	/* the udp wire's reliability module (opx_rel.c) */
 	st->retransmits = ep->rel.retransmits;
 	st->duplicates = ep->rel.dups;

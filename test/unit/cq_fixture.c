@@ -58,8 +58,8 @@ void report(struct fid_cq *cq, uintptr_t ctx, uint64_t flags, size_t len, uint64
 	struct opx_cq *c = opx_of(cq);
 
 	opx_lock_acquire(&c->domain->lock);
-	assert_int_equal(opx_cq_report_locked(c, (void *)ctx, flags, len, (void *)(ctx * 2), data,
-					      tag, src),
+	assert_int_equal(opx_complete_report_locked(c, (void *)ctx, flags, len, (void *)(ctx * 2),
+						    data, tag, src),
 			 0);
 	opx_lock_release(&c->domain->lock);
 }
@@ -69,8 +69,9 @@ void report_err(struct fid_cq *cq, uintptr_t ctx, int err, int prov_errno)
 	struct opx_cq *c = opx_of(cq);
 
 	opx_lock_acquire(&c->domain->lock);
-	assert_int_equal(opx_cq_report_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 10, NULL, 5,
-						  0x77, 3, err, prov_errno, FI_ADDR_NOTAVAIL),
+	assert_int_equal(opx_complete_report_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 10,
+							NULL, 5, 0x77, 3, err, prov_errno,
+							FI_ADDR_NOTAVAIL),
 			 0);
 	opx_lock_release(&c->domain->lock);
 }

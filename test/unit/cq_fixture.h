@@ -4,7 +4,7 @@
  * growth and arguments; test_cq_wait: blocking reads and counters) share:
  * one FI_THREAD_SAFE domain for the whole group, CQs opened on it, and
  * completions reported straight into a CQ the way the endpoint reports
- * them (opx_cq_report_locked), so no traffic is needed.
+ * them (opx_complete_report_locked), so no traffic is needed.
  */
 #ifndef OPX_TEST_CQ_FIXTURE_H
 #define OPX_TEST_CQ_FIXTURE_H

@@ -5,7 +5,7 @@
  * ring growth, argument checks, closing a CQ still bound.  Blocking reads
  * and counters are in test_cq_wait.c; what both share is cq_fixture.c.
  *
- * Completions are produced with opx_cq_report_locked directly (it is a
+ * Completions are produced with opx_complete_report_locked directly (it is a
  * library-internal function the test reaches through libopx_core), so
  * no traffic is needed; only the cancel and peek-miss error entries come
  * from a loopback endpoint.  Every blocking call has a bounded timeout.
@@ -175,8 +175,8 @@ static void report_src_err(struct fid_cq *cq, uintptr_t ctx, const struct shim_a
 	struct opx_cq *c = opx_of(cq);
 
 	opx_lock_acquire(&c->domain->lock);
-	assert_int_equal(opx_cq_report_src_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 8,
-						      NULL, 0, 0x55, a, sizeof(*a)),
+	assert_int_equal(opx_complete_report_src_err_locked(c, (void *)ctx, FI_RECV | FI_TAGGED, 8,
+							    NULL, 0, 0x55, a, sizeof(*a)),
 			 0);
 	opx_lock_release(&c->domain->lock);
 }

@@ -6,7 +6,7 @@
  * (formats, errors, growth, arguments) is in test_cq.c; what both share
  * is cq_fixture.c.
  *
- * Completions are produced with opx_cq_report_locked directly, so no
+ * Completions are produced with opx_complete_report_locked directly, so no
  * traffic is needed.  Every blocking call has a bounded timeout.
  */
 #include <poll.h>
@@ -208,7 +208,7 @@ static void test_cntr_basic(void **state)
 	assert_int_equal(fi_cntr_read(c), 0);
 	assert_int_equal(fi_cntr_add(c, 5), 0);
 	assert_int_equal(fi_cntr_read(c), 5);
-	opx_cntr_inc(OPX_CONTAINER_OF(c, struct opx_cntr, cntr_fid));
+	opx_cq_cntr_inc(OPX_CONTAINER_OF(c, struct opx_cntr, cntr_fid));
 	assert_int_equal(fi_cntr_read(c), 6);
 	assert_int_equal(fi_cntr_set(c, 100), 0);
 	assert_int_equal(fi_cntr_read(c), 100);

@@ -572,7 +572,7 @@ static void tl_cq_open(struct tl_cqenv *t)
 	memset(t, 0, sizeof(*t));
 	assert_int_equal(fx_open(&t->fx, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
 	assert_int_equal(fi_cq_open(t->fx.domain, &attr, &t->cq2, NULL), 0);
-	opx_cq_set_cap(OPX_CONTAINER_OF(t->cq2, struct opx_cq, cq_fid), TL_CAP);
+	opx_complete_set_cap(OPX_CONTAINER_OF(t->cq2, struct opx_cq, cq_fid), TL_CAP);
 	assert_int_equal(fi_endpoint(t->fx.domain, t->fx.info, &t->ep2, NULL), 0);
 	assert_int_equal(fi_ep_bind(t->ep2, &t->cq2->fid, FI_TRANSMIT | FI_RECV), 0);
 	assert_int_equal(fi_ep_bind(t->ep2, &t->fx.av->fid, 0), 0);

@@ -380,7 +380,8 @@ static void test_hole_provider(void **state)
 		e->hdr.paylen = peer->mtu;
 		e->hdr.msgid = 77;
 		e->hdr.tag = 0xd0;
-		opx_pw_set(&e->hdr, &(union opx_pw){.mp_first = {.total = 3ull * peer->mtu}});
+		opx_proto_pw_set(&e->hdr,
+				 &(union opx_proto_pw){.mp_first = {.total = 3ull * peer->mtu}});
 		memset(r.egr, 0x5a, peer->mtu);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 		ch = 'r';

@@ -245,7 +245,7 @@ static void test_forged_ctl(void **state)
 		const struct shim_rhq_entry *e = &to_rx->hdrq[(tail - k) & to_rx->hdrq_mask];
 
 		if (e->hdr.opcode == OPX_OP_RTS && e->hdr.tag == 0x81) {
-			cookie = opx_pw(&e->hdr).rts.cookie;
+			cookie = opx_proto_pw(&e->hdr).rts.cookie;
 			found = true;
 		}
 	}

@@ -266,7 +266,7 @@ static void test_rma_cma_forged(void **state)
 		uint32_t paylen = sizeof(q);
 		struct shim_pio_resv r = {0};
 		struct shim_rhq_entry *ent;
-		uint64_t before = opx_ep_drops(ep, OPX_DROP_PROTO);
+		uint64_t before = opx_drop_count(ep, OPX_DROP_PROTO);
 
 		q.iov_base[0] = (uintptr_t)src;
 		q.iov_len[0] = sizeof(src);
@@ -285,15 +285,15 @@ static void test_rma_cma_forged(void **state)
 		assert_int_equal(shim_pio_reserve(peer, 1, paylen, &r), 0);
 		memcpy(r.egr, &q, paylen);
 		ent = shim_pio_entry(peer, &r, 0);
-		opx_hdr_init(&ent->hdr, ep, peer, OPX_OP_RMA_WRITE, OPX_PF_CMA, paylen,
-			     (uint32_t)sizeof(src), 0, 0);
+		opx_ep_hdr_init(&ent->hdr, ep, peer, OPX_OP_RMA_WRITE, OPX_PF_CMA, paylen,
+				(uint32_t)sizeof(src), 0, 0);
 		ent->hdr.p.u64[0] = 8;
 		ent->hdr.p.u64[1] = 12345 | (1ULL << 63);
 		shim_pio_publish(peer, &r, 0, shim_rhf_egr(peer, &r, 0));
 		for (int k = 0; k < 10; k++)
 			(void)fi_cq_read(e.cq, NULL, 0);
 		/* the request, then the answer to it that nobody asked for */
-		if (opx_ep_drops(ep, OPX_DROP_PROTO) < before + 2)
+		if (opx_drop_count(ep, OPX_DROP_PROTO) < before + 2)
 			fail_msg("forged CMA request %d was not dropped", c);
 		if (memcmp(tgt, ref, sizeof(tgt)))
 			fail_msg("forged CMA request %d changed the region", c);

@@ -205,11 +205,11 @@ static void tr_roundtrip(struct tr_env *t, size_t len, unsigned seed)
 static void tr_expect_drop(struct tr_env *t, enum opx_drop_reason why, uint64_t *total)
 {
 	tr_progress(t, 3);
-	if (opx_ep_drops(t->ep, why) != 1)
+	if (opx_drop_count(t->ep, why) != 1)
 		fail_msg("reason '%s': %llu drops counted, expected 1", opx_drop_name(why),
-			 (unsigned long long)opx_ep_drops(t->ep, why));
+			 (unsigned long long)opx_drop_count(t->ep, why));
 	(*total)++;
-	assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_MAX), *total);
+	assert_int_equal(opx_drop_count(t->ep, OPX_DROP_MAX), *total);
 }
 
 static void test_drop_reasons(void **state)
@@ -220,7 +220,7 @@ static void test_drop_reasons(void **state)
 	uint64_t total = 0;
 
 	for (int i = 0; i < OPX_DROP_MAX; i++)
-		assert_int_equal(opx_ep_drops(t->ep, (enum opx_drop_reason)i), 0);
+		assert_int_equal(opx_drop_count(t->ep, (enum opx_drop_reason)i), 0);
 
 	h = tr_hdr(t, OPX_OP_EAGER, 8, TR_TAG);
 	tr_forge(t, &h, 0, SHIM_RHF_ERR_LEN, 0);
@@ -231,7 +231,7 @@ static void test_drop_reasons(void **state)
 	h.opcode = 0;
 	tr_forge(t, &h, 0, 0, 0);
 	tr_progress(t, 3);
-	assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_OPCODE), 2);
+	assert_int_equal(opx_drop_count(t->ep, OPX_DROP_OPCODE), 2);
 	total += 2;
 
 	h = tr_hdr(t, OPX_OP_EAGER, 8, TR_TAG);
@@ -290,10 +290,10 @@ static void test_drop_reasons(void **state)
 
 	/* every reason was exercised, and the context still works */
 	for (int i = 0; i < OPX_DROP_MAX; i++)
-		assert_true(opx_ep_drops(t->ep, (enum opx_drop_reason)i) > 0);
+		assert_true(opx_drop_count(t->ep, (enum opx_drop_reason)i) > 0);
 	tr_roundtrip(t, 100, 1);
 	tr_roundtrip(t, 3 * mtu + 5, 2);
-	assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_MAX), total);
+	assert_int_equal(opx_drop_count(t->ep, OPX_DROP_MAX), total);
 }
 
 /* ---------------------------------------------------------------------
@@ -324,7 +324,7 @@ static void test_mp_first_huge(void **state)
 	h.msgid = 8;
 	tr_forge(t, &h, mtu, 0, 6);
 	tr_roundtrip(t, 2 * mtu + 1, 7);
-	assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_MP_BOUND), 2);
+	assert_int_equal(opx_drop_count(t->ep, OPX_DROP_MP_BOUND), 2);
 
 	/* the message buffered before is intact */
 	memset(pend, 0, sizeof(pend));
@@ -456,7 +456,7 @@ static int tr_race_child(void)
 	fprintf(stderr, "race child: %u messages (%u with one length, %u with the other), all "
 			"consistent\n",
 		iters, shorts, longs);
-	if (!iters || opx_ep_drops(t->ep, OPX_DROP_MAX))
+	if (!iters || opx_drop_count(t->ep, OPX_DROP_MAX))
 		return 16;
 	free(rbuf);
 	tr_close(t);
@@ -552,7 +552,7 @@ static void test_checksum(void **state)
 	tr_roundtrip(t, len, 1);
 	tr_roundtrip(t, 5, 2);
 	tr_roundtrip(t, 3 * t->ep->rx->mtu + 7, 3);
-	assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_MAX), 0);
+	assert_int_equal(opx_drop_count(t->ep, OPX_DROP_MAX), 0);
 
 	/* corrupted ones are dropped; the receive (ignoring the low tag bit)
 	 * stays posted and gets the next good message */
@@ -567,7 +567,7 @@ static void test_checksum(void **state)
 		drops++;
 		if (tr_wait(t, &rctx, &ent, 0))
 			fail_msg("corruption %u (offset %ld) delivered as good", k, off);
-		if (opx_ep_drops(t->ep, OPX_DROP_CSUM) != drops)
+		if (opx_drop_count(t->ep, OPX_DROP_CSUM) != drops)
 			fail_msg("corruption %u (offset %ld) not counted as a checksum drop", k, off);
 	}
 	tr_fill(sbuf, len, seed);
@@ -575,7 +575,7 @@ static void test_checksum(void **state)
 	assert_true(tr_wait(t, &rctx, &ent, TR_WAIT_MS));
 	assert_int_equal(ent.len, len);
 	assert_int_equal(tr_check(rbuf, len, seed), len);
-	assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_MAX), drops);
+	assert_int_equal(opx_drop_count(t->ep, OPX_DROP_MAX), drops);
 
 	/* an unsealed eager packet is refused while the checksum is on */
 	{
@@ -583,7 +583,7 @@ static void test_checksum(void **state)
 
 		tr_forge(t, &h, 300, 0, 9);
 		tr_progress(t, 2);
-		assert_int_equal(opx_ep_drops(t->ep, OPX_DROP_CSUM), drops + 1);
+		assert_int_equal(opx_drop_count(t->ep, OPX_DROP_CSUM), drops + 1);
 	}
 	free(sbuf);
 	free(rbuf);
