@@ -145,13 +145,14 @@ enum opx_jkey_src {
 	OPX_JKEY_SRC_SLURM,   /* SLURM_JOB_ID[.SLURM_STEP_ID] */
 	OPX_JKEY_SRC_COUNT
 };
-const char *opx_jkey_src_name(int src);
+const char *opx_param_jkey_src_name(int src); /* opx_param.c */
 
-/* Open the shim device with opx_env's parameters (-FI_E*). */
-int opx_dev_open(struct shim_dev **devp);
+/* opx_init.c: open the shim device with opx_env's parameters (-FI_E*). */
+int opx_init_dev_open(struct shim_dev **devp);
 
-/* Map a shim -errno (or plain -errno) to -FI_E*.  One place for it. */
-int opx_err_from_shim(int err);
+/* opx_init.c: map a shim -errno (or plain -errno) to -FI_E*.  One place
+ * for it. */
+int opx_init_err_from_shim(int err);
 
 /* ---------------------------------------------------------------------
  * Fabric.
@@ -163,7 +164,7 @@ struct opx_fabric {
 	pthread_mutex_t lock;
 };
 
-int opx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
+int opx_init_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context);
 
 /* ---------------------------------------------------------------------
  * Domain and memory registration.
@@ -346,24 +347,26 @@ int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep *
 /* fi_scalable_ep (opx_sep.c). */
 int opx_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
 		 void *context);
+/* One progress step of an endpoint (opx_progress.c).  Lock held. */
 void opx_progress_locked(struct opx_ep *ep);
 
 /* ---------------------------------------------------------------------
  * Info (opx_info.c).
  */
-int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-		const struct fi_info *hints, struct fi_info **info);
+int opx_info_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		     const struct fi_info *hints, struct fi_info **info);
 /* The unresolved address (lid 0) that node and service name, as in a
  * dest_addr from fi_getinfo: 0, -FI_ENODATA when either does not
  * resolve, -FI_EINVAL when one is missing.  fi_av_insert resolves it. */
-int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
-		       uint64_t flags, struct shim_addr *a);
+int opx_info_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
+			    uint64_t flags, struct shim_addr *a);
 /* A template fi_info describing everything opx supports. */
 struct fi_info *opx_info_template(void);
 
-/* Default op handlers for fid ops opx does not implement. */
-int opx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
-int opx_no_control(struct fid *fid, int command, void *arg);
-int opx_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context);
+/* Default op handlers for fid ops opx does not implement (opx_init.c). */
+int opx_init_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int opx_init_no_control(struct fid *fid, int command, void *arg);
+int opx_init_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+			 void *context);
 
 #endif /* OPX_H */

@@ -323,7 +323,7 @@ uint64_t opx_drop_count(const struct opx_ep *ep, enum opx_drop_reason reason);
 
 /* opx_csum.c: CRC32C of a packet (header with psn zeroed, then the eager
  * payload when pay is not NULL), what OPX_PF_CSUM packets carry in psn. */
-uint32_t opx_pkt_csum(const struct shim_pkt_hdr *h, const uint8_t *pay);
+uint32_t opx_csum_pkt(const struct shim_pkt_hdr *h, const uint8_t *pay);
 
 /* opx_msg.c: transmit core */
 ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * opx_param.h - defaults and bounds of the FI_OPX_* parameters, shared by
- * their definitions (opx_params_define in prov/opx_init.c, whose help
+ * their definitions (opx_init_params_define in prov/opx_init.c, whose help
  * texts print them) and their reading (prov/opx_param.c, which falls back
  * to them and checks against them).  Private to those two files.
  */
@@ -65,8 +65,8 @@
 #define OPX_MAX_SLEEP_MS 10000
 #define OPX_MAX_SPIN_COUNT (1 << 30)
 
-/* Read every parameter into opx_env, once, after opx_params_define
+/* Read every parameter into opx_env, once, after opx_init_params_define
  * (opx_param.c; called by the first fi_prov_ini). */
-void opx_params_load(void);
+void opx_param_load(void);
 
 #endif /* OPX_PARAM_H */

@@ -147,7 +147,7 @@ size_t opx_atomic_max_count(enum opx_atomic_kind kind, enum fi_datatype dt);
  * particular alignment.  Returns 0 or -FI_EOPNOTSUPP. */
 int opx_atomic_apply(enum fi_op op, enum fi_datatype dt, void *dst, const void *src,
 		     const void *cmp, void *res, size_t cnt);
-int opx_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
+int opx_atomic_query(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
 		     struct fi_atomic_attr *attr, uint64_t flags);
 
 /* ---------------------------------------------------------------------

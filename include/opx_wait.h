@@ -63,7 +63,7 @@ int opx_wait_ep_arm(struct opx_ep *ep);
 void opx_wait_ep_disarm(struct opx_ep *ep);
 /* fabric->ops->trywait: 0 when every fid may block, -FI_EAGAIN when one
  * has work pending (the caller reads it instead of waiting). */
-int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
+int opx_wait_trywait(struct fid_fabric *fabric, struct fid **fids, int count);
 /* fid control command answered by opx CQs and counters: fi_trywait for
  * that one object (0, -FI_EAGAIN, -FI_EINVAL without a wait object). */
 #define OPX_CTL_TRYWAIT ((int)(FI_PROV_SPECIFIC | 0x7477u))

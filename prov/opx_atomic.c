@@ -49,12 +49,12 @@ size_t opx_atomic_dt_size(enum fi_datatype dt)
 	}
 }
 
-static bool opx_dt_int(enum fi_datatype dt)
+static bool opx_atomic_dt_int(enum fi_datatype dt)
 {
 	return (dt >= FI_INT8 && dt <= FI_UINT64) || dt == FI_INT128 || dt == FI_UINT128;
 }
 
-static bool opx_dt_complex(enum fi_datatype dt)
+static bool opx_atomic_dt_complex(enum fi_datatype dt)
 {
 	return dt == FI_FLOAT_COMPLEX || dt == FI_DOUBLE_COMPLEX || dt == FI_LONG_DOUBLE_COMPLEX;
 }
@@ -82,9 +82,9 @@ bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype
 	switch (op) {
 	case FI_MIN: case FI_MAX: case FI_CSWAP_LE: case FI_CSWAP_LT: case FI_CSWAP_GE:
 	case FI_CSWAP_GT:
-		return !opx_dt_complex(dt);
+		return !opx_atomic_dt_complex(dt);
 	case FI_BOR: case FI_BAND: case FI_BXOR: case FI_MSWAP:
-		return opx_dt_int(dt);
+		return opx_atomic_dt_int(dt);
 	default:
 		return true;
 	}
@@ -148,22 +148,22 @@ bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype
 #define OPX_AT_REAL(name, T) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, T) OPX_AT_CASES_ORDER)
 #define OPX_AT_CPLX(name, T) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, T))
 
-OPX_AT_INT(opx_at_i8, int8_t, uint8_t)
-OPX_AT_INT(opx_at_u8, uint8_t, uint8_t)
-OPX_AT_INT(opx_at_i16, int16_t, uint16_t)
-OPX_AT_INT(opx_at_u16, uint16_t, uint16_t)
-OPX_AT_INT(opx_at_i32, int32_t, uint32_t)
-OPX_AT_INT(opx_at_u32, uint32_t, uint32_t)
-OPX_AT_INT(opx_at_i64, int64_t, uint64_t)
-OPX_AT_INT(opx_at_u64, uint64_t, uint64_t)
-OPX_AT_INT(opx_at_i128, opx_i128, opx_u128)
-OPX_AT_INT(opx_at_u128, opx_u128, opx_u128)
-OPX_AT_REAL(opx_at_flt, float)
-OPX_AT_REAL(opx_at_dbl, double)
-OPX_AT_REAL(opx_at_ldbl, long double)
-OPX_AT_CPLX(opx_at_cflt, float complex)
-OPX_AT_CPLX(opx_at_cdbl, double complex)
-OPX_AT_CPLX(opx_at_cldbl, long double complex)
+OPX_AT_INT(opx_atomic_i8, int8_t, uint8_t)
+OPX_AT_INT(opx_atomic_u8, uint8_t, uint8_t)
+OPX_AT_INT(opx_atomic_i16, int16_t, uint16_t)
+OPX_AT_INT(opx_atomic_u16, uint16_t, uint16_t)
+OPX_AT_INT(opx_atomic_i32, int32_t, uint32_t)
+OPX_AT_INT(opx_atomic_u32, uint32_t, uint32_t)
+OPX_AT_INT(opx_atomic_i64, int64_t, uint64_t)
+OPX_AT_INT(opx_atomic_u64, uint64_t, uint64_t)
+OPX_AT_INT(opx_atomic_i128, opx_i128, opx_u128)
+OPX_AT_INT(opx_atomic_u128, opx_u128, opx_u128)
+OPX_AT_REAL(opx_atomic_flt, float)
+OPX_AT_REAL(opx_atomic_dbl, double)
+OPX_AT_REAL(opx_atomic_ldbl, long double)
+OPX_AT_CPLX(opx_atomic_cflt, float complex)
+OPX_AT_CPLX(opx_atomic_cdbl, double complex)
+OPX_AT_CPLX(opx_atomic_cldbl, long double complex)
 
 int opx_atomic_apply(enum fi_op op, enum fi_datatype dt, void *dst, const void *src,
 		     const void *cmp, void *res, size_t cnt)
@@ -171,22 +171,22 @@ int opx_atomic_apply(enum fi_op op, enum fi_datatype dt, void *dst, const void *
 	int (*k)(enum fi_op, uint8_t *, const uint8_t *, const uint8_t *, uint8_t *, size_t);
 
 	switch (dt) {
-	case FI_INT8: k = opx_at_i8; break;
-	case FI_UINT8: k = opx_at_u8; break;
-	case FI_INT16: k = opx_at_i16; break;
-	case FI_UINT16: k = opx_at_u16; break;
-	case FI_INT32: k = opx_at_i32; break;
-	case FI_UINT32: k = opx_at_u32; break;
-	case FI_INT64: k = opx_at_i64; break;
-	case FI_UINT64: k = opx_at_u64; break;
-	case FI_INT128: k = opx_at_i128; break;
-	case FI_UINT128: k = opx_at_u128; break;
-	case FI_FLOAT: k = opx_at_flt; break;
-	case FI_DOUBLE: k = opx_at_dbl; break;
-	case FI_LONG_DOUBLE: k = opx_at_ldbl; break;
-	case FI_FLOAT_COMPLEX: k = opx_at_cflt; break;
-	case FI_DOUBLE_COMPLEX: k = opx_at_cdbl; break;
-	case FI_LONG_DOUBLE_COMPLEX: k = opx_at_cldbl; break;
+	case FI_INT8: k = opx_atomic_i8; break;
+	case FI_UINT8: k = opx_atomic_u8; break;
+	case FI_INT16: k = opx_atomic_i16; break;
+	case FI_UINT16: k = opx_atomic_u16; break;
+	case FI_INT32: k = opx_atomic_i32; break;
+	case FI_UINT32: k = opx_atomic_u32; break;
+	case FI_INT64: k = opx_atomic_i64; break;
+	case FI_UINT64: k = opx_atomic_u64; break;
+	case FI_INT128: k = opx_atomic_i128; break;
+	case FI_UINT128: k = opx_atomic_u128; break;
+	case FI_FLOAT: k = opx_atomic_flt; break;
+	case FI_DOUBLE: k = opx_atomic_dbl; break;
+	case FI_LONG_DOUBLE: k = opx_atomic_ldbl; break;
+	case FI_FLOAT_COMPLEX: k = opx_atomic_cflt; break;
+	case FI_DOUBLE_COMPLEX: k = opx_atomic_cdbl; break;
+	case FI_LONG_DOUBLE_COMPLEX: k = opx_atomic_cldbl; break;
 	default: return -FI_EOPNOTSUPP;
 	}
 	return k(op, dst, src, cmp, res, cnt);
@@ -201,7 +201,7 @@ size_t opx_atomic_max_count(enum opx_atomic_kind kind, enum fi_datatype dt)
 	return opx_env.mtu / (sz * (kind == OPX_AK_COMPARE ? 2 : 1));
 }
 
-int opx_query_atomic(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
+int opx_atomic_query(struct fid_domain *domain, enum fi_datatype dt, enum fi_op op,
 		     struct fi_atomic_attr *attr, uint64_t flags)
 {
 	enum opx_atomic_kind kind = OPX_AK_WRITE;

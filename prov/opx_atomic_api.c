@@ -48,8 +48,8 @@ static int opx_atomic_compwritevalid(struct fid_ep *ep, enum fi_datatype dt, enu
  * Entry points: translate fi_ioc (counts of elements) to byte iovecs and
  * hand the request to the RMA engine.
  */
-static int opx_ioc_to_iov(const struct fi_ioc *ioc, size_t cnt, enum fi_datatype dt,
-			  struct iovec *iov)
+static int opx_atomic_ioc_to_iov(const struct fi_ioc *ioc, size_t cnt, enum fi_datatype dt,
+				 struct iovec *iov)
 {
 	size_t sz = opx_atomic_dt_size(dt);
 
@@ -79,8 +79,9 @@ static ssize_t opx_atomic_generic(struct fid_ep *fep, enum opx_atomic_kind kind,
 	struct iovec v[OPX_IOV_LIMIT], c[OPX_IOV_LIMIT], r[OPX_IOV_LIMIT];
 	struct opx_rma_args a = {0};
 
-	if (opx_ioc_to_iov(iov, count, dt, v) || opx_ioc_to_iov(cmp, cmp_count, dt, c) ||
-	    opx_ioc_to_iov(res, res_count, dt, r))
+	if (opx_atomic_ioc_to_iov(iov, count, dt, v) ||
+	    opx_atomic_ioc_to_iov(cmp, cmp_count, dt, c) ||
+	    opx_atomic_ioc_to_iov(res, res_count, dt, r))
 		return -FI_EINVAL;
 	a.iov = v;
 	a.cnt = count;

@@ -404,7 +404,7 @@ static int opx_av_insertsvc(struct fid_av *av_fid, const char *node, const char 
 	struct shim_addr a;
 	int ret;
 
-	ret = opx_addr_from_node(av->domain->fabric->dev, node, service, 0, &a);
+	ret = opx_info_addr_from_node(av->domain->fabric->dev, node, service, 0, &a);
 	if (ret)
 		return ret == -FI_ENODATA ? -FI_EADDRNOTAVAIL : ret;
 	return opx_av_insert_fmt(av, FI_ADDR_OPX, &a, 1, fi_addr, flags, context);
@@ -608,8 +608,8 @@ static struct fi_ops opx_av_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_av_close,
 	.bind = opx_av_bind,
-	.control = opx_no_control,
-	.ops_open = opx_no_ops_open,
+	.control = opx_init_no_control,
+	.ops_open = opx_init_no_ops_open,
 };
 
 int opx_av_open(struct fid_domain *domain_fid, struct fi_av_attr *attr, struct fid_av **av_out,

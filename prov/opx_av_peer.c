@@ -108,8 +108,8 @@ static void opx_av_warn_refused(struct opx_av *av, fi_addr_t addr, const struct 
 			 "fi_addr %" PRIu64 " (lid %u ctx %u) belongs to another job: its job key "
 			 "0x%04x (from %s) differs from ours 0x%04x (from %s); set the same "
 			 "FI_OPX_UUID on both sides if they are one job\n",
-			 addr, a->lid, a->ctx, key, opx_jkey_src_name(src),
-			 (unsigned int)opx_env.jkey, opx_jkey_src_name(opx_env.jkey_src));
+			 addr, a->lid, a->ctx, key, opx_param_jkey_src_name(src),
+			 (unsigned int)opx_env.jkey, opx_param_jkey_src_name(opx_env.jkey_src));
 		return;
 	}
 	OPX_WARN(FI_LOG_AV,
@@ -210,7 +210,7 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 		e->peer = NULL;
 		OPX_WARN(FI_LOG_AV, "cannot reach fi_addr %" PRIu64 " (lid %u ctx %u): %s\n", addr,
 			 e->addr.lid, e->addr.ctx, shim_strerror(ret));
-		return opx_err_from_shim(ret);
+		return opx_init_err_from_shim(ret);
 	}
 	*peer = e->peer;
 	return 0;
@@ -259,7 +259,7 @@ int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 	(*arr)[addr] = NULL;
 	ret = shim_peer_open_via(ep->domain->fabric->dev, ep->shim, a, &p);
 	if (ret)
-		return opx_err_from_shim(ret);
+		return opx_init_err_from_shim(ret);
 	(*arr)[addr] = p;
 	*peer = p;
 	return 0;

@@ -247,9 +247,9 @@ static int opx_cntr_close(struct fid *fid)
 static struct fi_ops opx_cntr_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_cntr_close,
-	.bind = opx_no_bind,
+	.bind = opx_init_no_bind,
 	.control = opx_cntr_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_init_no_ops_open,
 };
 
 int opx_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, struct fid_cntr **cntr,
@@ -286,7 +286,7 @@ int opx_cntr_open(struct fid_domain *domain_fid, struct fi_cntr_attr *attr, stru
 	if (c->wait_obj == FI_WAIT_FD) {
 		c->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 		if (c->epoll_fd < 0) {
-			ret = opx_err_from_shim(-errno);
+			ret = opx_init_err_from_shim(-errno);
 			OPX_WARN(FI_LOG_CNTR, "cannot create counter wait fd: %d\n", errno);
 			free(priv);
 			return ret;

@@ -374,7 +374,7 @@ void opx_cq_detach_ep(struct opx_cq *cq, struct opx_ep *ep)
 /* ---------------------------------------------------------------------
  * fid ops and open.
  */
-/* fi_trywait for this CQ (opx_trywait dispatches here). */
+/* fi_trywait for this CQ (opx_wait_trywait dispatches here). */
 static int opx_cq_trywait(struct opx_cq *cq)
 {
 	struct opx_cq_priv *priv = opx_cq_priv_of(cq);
@@ -449,9 +449,9 @@ static int opx_cq_close(struct fid *fid)
 static struct fi_ops opx_cq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_cq_close,
-	.bind = opx_no_bind,
+	.bind = opx_init_no_bind,
 	.control = opx_cq_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_init_no_ops_open,
 };
 
 static int opx_cq_check_attr(const struct fi_cq_attr *attr)
@@ -507,7 +507,7 @@ static int opx_cq_open_fds(struct opx_cq_priv *priv)
 	return 0;
 err:
 	OPX_WARN(FI_LOG_CQ, "cannot create CQ wait fd: %d\n", errno);
-	return opx_err_from_shim(-errno);
+	return opx_init_err_from_shim(-errno);
 }
 
 int opx_cq_open(struct fid_domain *domain_fid, struct fi_cq_attr *attr, struct fid_cq **cq_out,

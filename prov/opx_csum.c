@@ -22,7 +22,7 @@
  */
 #include "opx_ep.h"
 
-uint32_t opx_pkt_csum(const struct shim_pkt_hdr *h, const uint8_t *pay)
+uint32_t opx_csum_pkt(const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
 	struct shim_pkt_hdr c = *h;
 	uint32_t crc;

@@ -73,9 +73,9 @@ static int opx_domain_query_collective(struct fid_domain *domain, enum fi_collec
 static struct fi_ops opx_domain_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_domain_close,
-	.bind = opx_no_bind,
-	.control = opx_no_control,
-	.ops_open = opx_no_ops_open,
+	.bind = opx_init_no_bind,
+	.control = opx_init_no_control,
+	.ops_open = opx_init_no_ops_open,
 };
 
 static struct fi_ops_domain opx_domain_ops = {
@@ -88,7 +88,7 @@ static struct fi_ops_domain opx_domain_ops = {
 	.poll_open = opx_poll_open, /* opx_poll.c */
 	.stx_ctx = opx_domain_stx_ctx,
 	.srx_ctx = opx_domain_srx_ctx,
-	.query_atomic = opx_query_atomic,
+	.query_atomic = opx_atomic_query,
 	.query_collective = opx_domain_query_collective,
 };
 
@@ -121,7 +121,7 @@ int opx_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_
 	}
 	unit = shim_dev_select_unit(fab->dev);
 	if (unit < 0)
-		return opx_err_from_shim(unit);
+		return opx_init_err_from_shim(unit);
 	snprintf(name, sizeof(name), "opx_%d", unit);
 	if (info->domain_attr && info->domain_attr->name && strcmp(info->domain_attr->name, name)) {
 		OPX_INFO(FI_LOG_DOMAIN, "domain name '%s' is not '%s'\n", info->domain_attr->name,

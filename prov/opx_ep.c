@@ -76,7 +76,7 @@ static void opx_ep_log_open(const struct opx_ep *ep, const struct opx_domain *do
 		 opx_env.inject_size, ep->rx_eager_max, ep->rx_eager_max_udp,
 		 opx_env.rndv_cma ? "CMA pull" : "SDMA/TID push",
 		 opx_env.rndv_cma && opx_env.rndv_split ? ", split copy from FI_OPX_RNDV_SPLIT" : "",
-		 (unsigned int)opx_env.jkey, opx_jkey_src_name(opx_env.jkey_src));
+		 (unsigned int)opx_env.jkey, opx_param_jkey_src_name(opx_env.jkey_src));
 }
 
 /* Detach from the CQs and counters bound (outside the domain lock: CQ and
@@ -197,7 +197,7 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info,
 		shim_udp_watch(ep->shim, opx_rel_keepalive_ns());
 		shim_ctx_addr(ep->shim, &ep->addr);
 	} else if (at && !at->first) {
-		return opx_err_from_shim(rc); /* the caller tries other ports */
+		return opx_init_err_from_shim(rc); /* the caller tries other ports */
 	} else if (rc != -ENODEV || opx_env.wire != SHIM_WIRE_SHM) {
 		OPX_WARN(FI_LOG_EP_CTRL, "no udp wire (port %u): %s; this host's peers only\n",
 			 (unsigned)ntohs(port), strerror(-rc));
@@ -219,7 +219,7 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info,
 	if (rc) {
 		OPX_WARN(FI_LOG_EP_CTRL, "cannot claim service port %u: %s\n",
 			 (unsigned)ntohs(src->udp_port), shim_strerror(rc));
-		return opx_err_from_shim(rc);
+		return opx_init_err_from_shim(rc);
 	}
 	ep->svc_port = ntohs(src->udp_port);
 	return 0;
@@ -256,7 +256,7 @@ static int opx_ep_claim_sock(struct opx_ep *ep, const struct fi_info *info)
 			 rc == -ENODEV ? "no udp wire here (FI_OPX_WIRE=shm, a launcher that keeps "
 					 "the job on this host, or no udp wire secret)"
 				       : strerror(-rc));
-		return rc == -ENODEV ? -FI_ENODEV : opx_err_from_shim(rc);
+		return rc == -ENODEV ? -FI_ENODEV : opx_init_err_from_shim(rc);
 	}
 	ep->udp = true;
 	shim_udp_watch(ep->shim, opx_rel_keepalive_ns());
@@ -268,7 +268,7 @@ static int opx_ep_claim_sock(struct opx_ep *ep, const struct fi_info *info)
 		 * it (a shm-only one), or on another address of this host */
 		OPX_WARN(FI_LOG_EP_CTRL, "cannot serve port %u to this host's peers: %s\n",
 			 (unsigned)port, shim_strerror(rc));
-		return opx_err_from_shim(rc);
+		return opx_init_err_from_shim(rc);
 	}
 	ep->svc_port = port;
 	return 0;
@@ -593,50 +593,51 @@ static struct fi_ops_cm opx_ep_cm_ops = {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
-static ssize_t opx_coll_no_barrier(struct fid_ep *ep, fi_addr_t coll_addr, void *ctx)
+static ssize_t opx_ep_coll_no_barrier(struct fid_ep *ep, fi_addr_t coll_addr, void *ctx)
 {
 	return -FI_ENOSYS;
 }
-static ssize_t opx_coll_no_broadcast(struct fid_ep *ep, void *buf, size_t count, void *desc,
-				     fi_addr_t coll_addr, fi_addr_t root_addr, enum fi_datatype dt,
+static ssize_t opx_ep_coll_no_broadcast(struct fid_ep *ep, void *buf, size_t count, void *desc,
+					fi_addr_t coll_addr, fi_addr_t root_addr,
+					enum fi_datatype dt, uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_ep_coll_no_all(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				  void *result, void *result_desc, fi_addr_t coll_addr,
+				  enum fi_datatype dt, uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_ep_coll_no_reduce_all(struct fid_ep *ep, const void *buf, size_t count,
+					 void *desc, void *result, void *result_desc,
+					 fi_addr_t coll_addr, enum fi_datatype dt, enum fi_op op,
+					 uint64_t flags, void *ctx)
+{
+	return -FI_ENOSYS;
+}
+static ssize_t opx_ep_coll_no_reduce(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				     void *result, void *result_desc, fi_addr_t coll_addr,
+				     fi_addr_t root_addr, enum fi_datatype dt, enum fi_op op,
 				     uint64_t flags, void *ctx)
 {
 	return -FI_ENOSYS;
 }
-static ssize_t opx_coll_no_all(struct fid_ep *ep, const void *buf, size_t count, void *desc,
-			       void *result, void *result_desc, fi_addr_t coll_addr,
-			       enum fi_datatype dt, uint64_t flags, void *ctx)
+static ssize_t opx_ep_coll_no_rooted(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+				     void *result, void *result_desc, fi_addr_t coll_addr,
+				     fi_addr_t root_addr, enum fi_datatype dt, uint64_t flags,
+				     void *ctx)
 {
 	return -FI_ENOSYS;
 }
-static ssize_t opx_coll_no_reduce_all(struct fid_ep *ep, const void *buf, size_t count,
-				      void *desc, void *result, void *result_desc,
-				      fi_addr_t coll_addr, enum fi_datatype dt, enum fi_op op,
-				      uint64_t flags, void *ctx)
+static ssize_t opx_ep_coll_no_msg(struct fid_ep *ep, const struct fi_msg_collective *msg,
+				  struct fi_ioc *resultv, void **result_desc, size_t result_count,
+				  uint64_t flags)
 {
 	return -FI_ENOSYS;
 }
-static ssize_t opx_coll_no_reduce(struct fid_ep *ep, const void *buf, size_t count, void *desc,
-				  void *result, void *result_desc, fi_addr_t coll_addr,
-				  fi_addr_t root_addr, enum fi_datatype dt, enum fi_op op,
-				  uint64_t flags, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_coll_no_rooted(struct fid_ep *ep, const void *buf, size_t count, void *desc,
-				  void *result, void *result_desc, fi_addr_t coll_addr,
-				  fi_addr_t root_addr, enum fi_datatype dt, uint64_t flags, void *ctx)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_coll_no_msg(struct fid_ep *ep, const struct fi_msg_collective *msg,
-			       struct fi_ioc *resultv, void **result_desc, size_t result_count,
-			       uint64_t flags)
-{
-	return -FI_ENOSYS;
-}
-static ssize_t opx_coll_no_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint64_t flags,
-				    void *ctx)
+static ssize_t opx_ep_coll_no_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint64_t flags,
+				       void *ctx)
 {
 	return -FI_ENOSYS;
 }
@@ -645,17 +646,17 @@ static ssize_t opx_coll_no_barrier2(struct fid_ep *ep, fi_addr_t coll_addr, uint
 
 static struct fi_ops_collective opx_ep_coll_ops = {
 	.size = sizeof(struct fi_ops_collective),
-	.barrier = opx_coll_no_barrier,
-	.broadcast = opx_coll_no_broadcast,
-	.alltoall = opx_coll_no_all,
-	.allreduce = opx_coll_no_reduce_all,
-	.allgather = opx_coll_no_all,
-	.reduce_scatter = opx_coll_no_reduce_all,
-	.reduce = opx_coll_no_reduce,
-	.scatter = opx_coll_no_rooted,
-	.gather = opx_coll_no_rooted,
-	.msg = opx_coll_no_msg,
-	.barrier2 = opx_coll_no_barrier2,
+	.barrier = opx_ep_coll_no_barrier,
+	.broadcast = opx_ep_coll_no_broadcast,
+	.alltoall = opx_ep_coll_no_all,
+	.allreduce = opx_ep_coll_no_reduce_all,
+	.allgather = opx_ep_coll_no_all,
+	.reduce_scatter = opx_ep_coll_no_reduce_all,
+	.reduce = opx_ep_coll_no_reduce,
+	.scatter = opx_ep_coll_no_rooted,
+	.gather = opx_ep_coll_no_rooted,
+	.msg = opx_ep_coll_no_msg,
+	.barrier2 = opx_ep_coll_no_barrier2,
 };
 
 /* ---------------------------------------------------------------------
@@ -739,7 +740,7 @@ int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
 			OPX_WARN(FI_LOG_EP_CTRL, "no receive context on unit %d: %s\n",
 				 domain->unit, shim_strerror(rc));
 		free(ep);
-		return opx_err_from_shim(rc);
+		return opx_init_err_from_shim(rc);
 	}
 	rc = opx_rndv_init(ep);
 	if (rc) {

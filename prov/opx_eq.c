@@ -218,7 +218,7 @@ static ssize_t opx_eq_write(struct fid_eq *eq_fid, uint32_t event, const void *b
 	return (ssize_t)len;
 }
 
-static uint64_t opx_now_ms(void)
+static uint64_t opx_eq_now_ms(void)
 {
 	struct timespec ts;
 
@@ -241,7 +241,7 @@ static ssize_t opx_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, s
 	if (impl->eq.wait_obj == FI_WAIT_NONE)
 		return -FI_EINVAL; /* fi_eq(3): sread is invalid without a wait object */
 	if (timeout >= 0)
-		deadline = opx_now_ms() + (uint64_t)timeout;
+		deadline = opx_eq_now_ms() + (uint64_t)timeout;
 
 	for (;;) {
 		struct pollfd pfd = {.fd = impl->eq.efd, .events = POLLIN};
@@ -253,7 +253,7 @@ static ssize_t opx_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, s
 		if (ret != -FI_EAGAIN)
 			return ret;
 		if (timeout >= 0) {
-			uint64_t now = opx_now_ms();
+			uint64_t now = opx_eq_now_ms();
 
 			if (now >= deadline)
 				return -FI_EAGAIN;
@@ -308,7 +308,7 @@ static int opx_eq_close(struct fid *fid)
 	return 0;
 }
 
-/* fi_trywait(3) for an EQ (opx_trywait dispatches here): -FI_EAGAIN
+/* fi_trywait(3) for an EQ (opx_wait_trywait dispatches here): -FI_EAGAIN
  * while an event or error is queued, else 0.  The eventfd is readable
  * exactly while the FIFO is not empty, so there is nothing to arm: a
  * writer signals it after queuing. */
@@ -340,9 +340,9 @@ static int opx_eq_control(struct fid *fid, int command, void *arg)
 static struct fi_ops opx_eq_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_eq_close,
-	.bind = opx_no_bind,
+	.bind = opx_init_no_bind,
 	.control = opx_eq_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_init_no_ops_open,
 };
 
 static struct fi_ops_eq opx_eq_ops = {
@@ -391,7 +391,7 @@ int opx_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_e
 			int err = -errno;
 
 			free(impl);
-			return opx_err_from_shim(err);
+			return opx_init_err_from_shim(err);
 		}
 	}
 	impl->eq.fabric = fab;

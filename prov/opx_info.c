@@ -73,7 +73,7 @@ static int opx_info_probe(struct opx_info_dev *d)
 	struct shim_dev *dev;
 	int ret;
 
-	ret = opx_dev_open(&dev);
+	ret = opx_init_dev_open(&dev);
 	if (ret) {
 		OPX_WARN(FI_LOG_CORE, "no usable SuperNIC device: %s\n", fi_strerror(-ret));
 		return ret;
@@ -85,7 +85,7 @@ static int opx_info_probe(struct opx_info_dev *d)
 	shim_dev_close(dev);
 	if (ret < 0) {
 		OPX_WARN(FI_LOG_CORE, "no active unit: %s\n", shim_strerror(ret));
-		return opx_err_from_shim(ret);
+		return opx_init_err_from_shim(ret);
 	}
 	d->unit = ret;
 	return 0;
@@ -200,7 +200,7 @@ struct fi_info *opx_info_template(void)
 		return false;                                                                      \
 	} while (0)
 
-static bool opx_check_bits(const char *what, uint64_t asked, uint64_t have)
+static bool opx_info_check_bits(const char *what, uint64_t asked, uint64_t have)
 {
 	if (asked & ~have)
 		OPX_NOMATCH("%s 0x%llx outside supported 0x%llx\n", what,
@@ -208,14 +208,14 @@ static bool opx_check_bits(const char *what, uint64_t asked, uint64_t have)
 	return true;
 }
 
-static bool opx_check_max(const char *what, size_t asked, size_t have)
+static bool opx_info_check_max(const char *what, size_t asked, size_t have)
 {
 	if (asked > have)
 		OPX_NOMATCH("%s %zu > supported %zu\n", what, asked, have);
 	return true;
 }
 
-static bool opx_check_fabric(const struct fi_fabric_attr *h)
+static bool opx_info_check_fabric(const struct fi_fabric_attr *h)
 {
 	if (!h)
 		return true;
@@ -226,7 +226,7 @@ static bool opx_check_fabric(const struct fi_fabric_attr *h)
 	return true;
 }
 
-static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
+static bool opx_info_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 {
 	if (!h)
 		return true;
@@ -237,19 +237,20 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 		OPX_NOMATCH("ep_attr.protocol %u\n", h->protocol);
 	if (h->protocol_version > t->protocol_version)
 		OPX_NOMATCH("ep_attr.protocol_version %u\n", h->protocol_version);
-	if (!opx_check_max("ep_attr.max_msg_size", h->max_msg_size, t->max_msg_size) ||
-	    !opx_check_max("ep_attr.msg_prefix_size", h->msg_prefix_size, OPX_MSG_PREFIX_SIZE) ||
-	    !opx_check_max("ep_attr.max_order_raw_size", h->max_order_raw_size,
-			   t->max_order_raw_size) ||
-	    !opx_check_max("ep_attr.max_order_war_size", h->max_order_war_size,
-			   t->max_order_war_size) ||
-	    !opx_check_max("ep_attr.max_order_waw_size", h->max_order_waw_size,
-			   t->max_order_waw_size) ||
+	if (!opx_info_check_max("ep_attr.max_msg_size", h->max_msg_size, t->max_msg_size) ||
+	    !opx_info_check_max("ep_attr.msg_prefix_size", h->msg_prefix_size,
+				OPX_MSG_PREFIX_SIZE) ||
+	    !opx_info_check_max("ep_attr.max_order_raw_size", h->max_order_raw_size,
+				t->max_order_raw_size) ||
+	    !opx_info_check_max("ep_attr.max_order_war_size", h->max_order_war_size,
+				t->max_order_war_size) ||
+	    !opx_info_check_max("ep_attr.max_order_waw_size", h->max_order_waw_size,
+				t->max_order_waw_size) ||
 	    /* more than one: a scalable endpoint (opx_sep.c); FI_SHARED_CONTEXT
 	     * (SIZE_MAX) is above every maximum */
-	    !opx_check_max("ep_attr.tx_ctx_cnt", h->tx_ctx_cnt, OPX_SEP_MAX_TX) ||
-	    !opx_check_max("ep_attr.rx_ctx_cnt", h->rx_ctx_cnt, OPX_SEP_MAX_RX) ||
-	    !opx_check_max("ep_attr.auth_key_size", h->auth_key_size, 0))
+	    !opx_info_check_max("ep_attr.tx_ctx_cnt", h->tx_ctx_cnt, OPX_SEP_MAX_TX) ||
+	    !opx_info_check_max("ep_attr.rx_ctx_cnt", h->rx_ctx_cnt, OPX_SEP_MAX_RX) ||
+	    !opx_info_check_max("ep_attr.auth_key_size", h->auth_key_size, 0))
 		return false;
 	return true;
 }
@@ -257,41 +258,41 @@ static bool opx_check_ep(const struct fi_ep_attr *h, const struct fi_ep_attr *t)
 /* Every completion level is honoured for sends (opx_msg.c) and one-sided
  * operations (opx_rma.c, which always complete once the target has placed
  * the data): the op flags accepted do not depend on the capabilities. */
-static uint64_t opx_tx_op_flags(uint64_t caps)
+static uint64_t opx_info_tx_op_flags(uint64_t caps)
 {
 	(void)caps;
 	return OPX_TX_OP_FLAGS;
 }
 
-static bool opx_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t, uint64_t caps)
+static bool opx_info_check_tx(const struct fi_tx_attr *h, const struct fi_tx_attr *t, uint64_t caps)
 {
 	if (!h)
 		return true;
-	return opx_check_bits("tx_attr.caps", h->caps, t->caps) &&
-	       opx_check_bits("tx_attr.op_flags", h->op_flags, opx_tx_op_flags(caps)) &&
-	       opx_check_bits("tx_attr.msg_order", h->msg_order, t->msg_order) &&
-	       opx_check_bits("tx_attr.comp_order", h->comp_order, t->comp_order) &&
-	       opx_check_max("tx_attr.inject_size", h->inject_size, t->inject_size) &&
-	       opx_check_max("tx_attr.size", h->size, t->size) &&
-	       opx_check_max("tx_attr.iov_limit", h->iov_limit, t->iov_limit) &&
-	       opx_check_max("tx_attr.rma_iov_limit", h->rma_iov_limit, t->rma_iov_limit);
+	return opx_info_check_bits("tx_attr.caps", h->caps, t->caps) &&
+	       opx_info_check_bits("tx_attr.op_flags", h->op_flags, opx_info_tx_op_flags(caps)) &&
+	       opx_info_check_bits("tx_attr.msg_order", h->msg_order, t->msg_order) &&
+	       opx_info_check_bits("tx_attr.comp_order", h->comp_order, t->comp_order) &&
+	       opx_info_check_max("tx_attr.inject_size", h->inject_size, t->inject_size) &&
+	       opx_info_check_max("tx_attr.size", h->size, t->size) &&
+	       opx_info_check_max("tx_attr.iov_limit", h->iov_limit, t->iov_limit) &&
+	       opx_info_check_max("tx_attr.rma_iov_limit", h->rma_iov_limit, t->rma_iov_limit);
 }
 
-static bool opx_check_rx(const struct fi_rx_attr *h, const struct fi_rx_attr *t)
+static bool opx_info_check_rx(const struct fi_rx_attr *h, const struct fi_rx_attr *t)
 {
 	if (!h)
 		return true;
-	return opx_check_bits("rx_attr.caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY) &&
-	       opx_check_bits("rx_attr.op_flags", h->op_flags, OPX_RX_OP_FLAGS) &&
-	       opx_check_bits("rx_attr.msg_order", h->msg_order, t->msg_order) &&
-	       opx_check_bits("rx_attr.comp_order", h->comp_order, t->comp_order) &&
-	       opx_check_max("rx_attr.total_buffered_recv", h->total_buffered_recv,
-			     t->total_buffered_recv) &&
-	       opx_check_max("rx_attr.size", h->size, t->size) &&
-	       opx_check_max("rx_attr.iov_limit", h->iov_limit, t->iov_limit);
+	return opx_info_check_bits("rx_attr.caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY) &&
+	       opx_info_check_bits("rx_attr.op_flags", h->op_flags, OPX_RX_OP_FLAGS) &&
+	       opx_info_check_bits("rx_attr.msg_order", h->msg_order, t->msg_order) &&
+	       opx_info_check_bits("rx_attr.comp_order", h->comp_order, t->comp_order) &&
+	       opx_info_check_max("rx_attr.total_buffered_recv", h->total_buffered_recv,
+				  t->total_buffered_recv) &&
+	       opx_info_check_max("rx_attr.size", h->size, t->size) &&
+	       opx_info_check_max("rx_attr.iov_limit", h->iov_limit, t->iov_limit);
 }
 
-static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_domain_attr *t)
+static bool opx_info_check_domain(const struct fi_domain_attr *h, const struct fi_domain_attr *t)
 {
 	if (!h)
 		return true;
@@ -323,26 +324,28 @@ static bool opx_check_domain(const struct fi_domain_attr *h, const struct fi_dom
 		OPX_NOMATCH("domain_attr.resource_mgmt %d\n", (int)h->resource_mgmt);
 	if (h->av_type != FI_AV_UNSPEC && h->av_type != FI_AV_MAP && h->av_type != FI_AV_TABLE)
 		OPX_NOMATCH("domain_attr.av_type %d\n", (int)h->av_type);
-	return opx_check_max("domain_attr.mr_key_size", h->mr_key_size, t->mr_key_size) &&
-	       opx_check_max("domain_attr.cq_data_size", h->cq_data_size, t->cq_data_size) &&
-	       opx_check_max("domain_attr.cq_cnt", h->cq_cnt, t->cq_cnt) &&
-	       opx_check_max("domain_attr.ep_cnt", h->ep_cnt, t->ep_cnt) &&
-	       opx_check_max("domain_attr.tx_ctx_cnt", h->tx_ctx_cnt, t->tx_ctx_cnt) &&
-	       opx_check_max("domain_attr.rx_ctx_cnt", h->rx_ctx_cnt, t->rx_ctx_cnt) &&
-	       opx_check_max("domain_attr.max_ep_tx_ctx", h->max_ep_tx_ctx, t->max_ep_tx_ctx) &&
-	       opx_check_max("domain_attr.max_ep_rx_ctx", h->max_ep_rx_ctx, t->max_ep_rx_ctx) &&
-	       opx_check_max("domain_attr.max_ep_stx_ctx", h->max_ep_stx_ctx, 0) &&
-	       opx_check_max("domain_attr.max_ep_srx_ctx", h->max_ep_srx_ctx, 0) &&
-	       opx_check_max("domain_attr.cntr_cnt", h->cntr_cnt, t->cntr_cnt) &&
-	       opx_check_max("domain_attr.mr_iov_limit", h->mr_iov_limit, t->mr_iov_limit) &&
-	       opx_check_max("domain_attr.mr_cnt", h->mr_cnt, t->mr_cnt) &&
-	       opx_check_max("domain_attr.auth_key_size", h->auth_key_size, 0) &&
-	       opx_check_bits("domain_attr.caps", h->caps, t->caps);
+	return opx_info_check_max("domain_attr.mr_key_size", h->mr_key_size, t->mr_key_size) &&
+	       opx_info_check_max("domain_attr.cq_data_size", h->cq_data_size, t->cq_data_size) &&
+	       opx_info_check_max("domain_attr.cq_cnt", h->cq_cnt, t->cq_cnt) &&
+	       opx_info_check_max("domain_attr.ep_cnt", h->ep_cnt, t->ep_cnt) &&
+	       opx_info_check_max("domain_attr.tx_ctx_cnt", h->tx_ctx_cnt, t->tx_ctx_cnt) &&
+	       opx_info_check_max("domain_attr.rx_ctx_cnt", h->rx_ctx_cnt, t->rx_ctx_cnt) &&
+	       opx_info_check_max("domain_attr.max_ep_tx_ctx", h->max_ep_tx_ctx,
+				  t->max_ep_tx_ctx) &&
+	       opx_info_check_max("domain_attr.max_ep_rx_ctx", h->max_ep_rx_ctx,
+				  t->max_ep_rx_ctx) &&
+	       opx_info_check_max("domain_attr.max_ep_stx_ctx", h->max_ep_stx_ctx, 0) &&
+	       opx_info_check_max("domain_attr.max_ep_srx_ctx", h->max_ep_srx_ctx, 0) &&
+	       opx_info_check_max("domain_attr.cntr_cnt", h->cntr_cnt, t->cntr_cnt) &&
+	       opx_info_check_max("domain_attr.mr_iov_limit", h->mr_iov_limit, t->mr_iov_limit) &&
+	       opx_info_check_max("domain_attr.mr_cnt", h->mr_cnt, t->mr_cnt) &&
+	       opx_info_check_max("domain_attr.auth_key_size", h->auth_key_size, 0) &&
+	       opx_info_check_bits("domain_attr.caps", h->caps, t->caps);
 }
 
 /* FI_ADDR_OPX always; the socket formats name an endpoint by its udp
  * socket, so only where endpoints get one (opx_addr.c). */
-static bool opx_check_addr_format(uint32_t asked, const struct opx_info_dev *d)
+static bool opx_info_check_addr_format(uint32_t asked, const struct opx_info_dev *d)
 {
 	uint32_t fmt;
 
@@ -357,14 +360,14 @@ static bool opx_check_addr_format(uint32_t asked, const struct opx_info_dev *d)
 	return true;
 }
 
-static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t,
-			    const struct opx_info_dev *d)
+static bool opx_info_check_hints(const struct fi_info *h, const struct fi_info *t,
+				 const struct opx_info_dev *d)
 {
-	if (!opx_check_bits("caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY))
+	if (!opx_info_check_bits("caps", h->caps, t->caps | OPX_CAPS_ASKED_ONLY))
 		return false;
 	if ((h->caps & FI_SOURCE_ERR) && !(h->caps & FI_SOURCE))
 		OPX_NOMATCH("caps FI_SOURCE_ERR without FI_SOURCE\n");
-	if (!opx_check_addr_format(h->addr_format, d))
+	if (!opx_info_check_addr_format(h->addr_format, d))
 		return false;
 	if (opx_addr_is_sock(h->addr_format) && h->ep_attr &&
 	    (h->ep_attr->tx_ctx_cnt > 1 || h->ep_attr->rx_ctx_cnt > 1))
@@ -372,15 +375,16 @@ static bool opx_check_hints(const struct fi_info *h, const struct fi_info *t,
 			    "FI_ADDR_OPX names, not %s\n",
 			    h->ep_attr->tx_ctx_cnt, h->ep_attr->rx_ctx_cnt,
 			    opx_addr_format_name(h->addr_format));
-	return opx_check_fabric(h->fabric_attr) && opx_check_ep(h->ep_attr, t->ep_attr) &&
-	       opx_check_tx(h->tx_attr, t->tx_attr, h->caps) && opx_check_rx(h->rx_attr, t->rx_attr) &&
-	       opx_check_domain(h->domain_attr, t->domain_attr);
+	return opx_info_check_fabric(h->fabric_attr) && opx_info_check_ep(h->ep_attr, t->ep_attr) &&
+	       opx_info_check_tx(h->tx_attr, t->tx_attr, h->caps) &&
+	       opx_info_check_rx(h->rx_attr, t->rx_attr) &&
+	       opx_info_check_domain(h->domain_attr, t->domain_attr);
 }
 
 /* ---------------------------------------------------------------------
  * Narrow the template to what the hints asked for.
  */
-static uint64_t opx_caps_select(uint64_t asked)
+static uint64_t opx_info_caps_select(uint64_t asked)
 {
 	uint64_t caps;
 
@@ -403,7 +407,7 @@ static uint64_t opx_caps_select(uint64_t asked)
 	return caps & OPX_CAPS;
 }
 
-static uint64_t opx_mr_mode_select(uint32_t version, int asked)
+static uint64_t opx_info_mr_mode_select(uint32_t version, int asked)
 {
 	/* Old-style (pre 1.5) values: BASIC and SCALABLE are whole modes.
 	 * BASIC implies provider keys, which the domain then hands out. */
@@ -418,7 +422,7 @@ static uint64_t opx_mr_mode_select(uint32_t version, int asked)
 
 static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_t version)
 {
-	fi->caps = opx_caps_select(h->caps);
+	fi->caps = opx_info_caps_select(h->caps);
 	fi->tx_attr->caps = fi->caps & OPX_TX_CAPS;
 	fi->rx_attr->caps = fi->caps & OPX_RX_CAPS;
 	if (h->tx_attr) {
@@ -452,7 +456,7 @@ static void opx_info_narrow(struct fi_info *fi, const struct fi_info *h, uint32_
 			fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
 		if (hd->data_progress == FI_PROGRESS_AUTO)
 			fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
-		fi->domain_attr->mr_mode = (int)opx_mr_mode_select(version, hd->mr_mode);
+		fi->domain_attr->mr_mode = (int)opx_info_mr_mode_select(version, hd->mr_mode);
 	}
 	/* A destination address in our own format is passed through (node
 	 * and service are not resolved: opx has no name service). */
@@ -532,8 +536,8 @@ static int opx_info_node(const char *node, uint64_t flags, uint32_t *ipv4)
 	return 0;
 }
 
-int opx_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
-		       uint64_t flags, struct shim_addr *a)
+int opx_info_addr_from_node(struct shim_dev *dev, const char *node, const char *service,
+			    uint64_t flags, struct shim_addr *a)
 {
 	uint32_t ipv4;
 	uint16_t port;
@@ -717,8 +721,8 @@ static int opx_info_add_auto(struct fi_info *fi, const struct fi_info *hints)
 	return 0;
 }
 
-int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
-		const struct fi_info *hints, struct fi_info **info)
+int opx_info_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+		     const struct fi_info *hints, struct fi_info **info)
 {
 	struct opx_info_dev d;
 	struct fi_info *fi;
@@ -746,7 +750,7 @@ int opx_getinfo(uint32_t version, const char *node, const char *service, uint64_
 	if (!fi)
 		return -FI_ENOMEM;
 	if (hints) {
-		if (!opx_check_hints(hints, fi, &d)) {
+		if (!opx_info_check_hints(hints, fi, &d)) {
 			fi_freeinfo(fi);
 			return -FI_ENODATA;
 		}

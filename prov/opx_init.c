@@ -21,15 +21,15 @@
 #include "opx_param.h"
 #include "opx_wait.h"
 
-static void opx_cleanup(void);
+static void opx_init_cleanup(void);
 
 struct fi_provider opx_prov = {
 	.name = OPX_PROV_NAME,
 	.version = OPX_PROV_VERSION,
 	.fi_version = OPX_FI_VERSION,
-	.getinfo = opx_getinfo,
-	.fabric = opx_fabric_open,
-	.cleanup = opx_cleanup,
+	.getinfo = opx_info_getinfo,
+	.fabric = opx_init_fabric_open,
+	.cleanup = opx_init_cleanup,
 };
 
 /* fi_prov_ini may be called more than once in a process (the core loads
@@ -41,7 +41,7 @@ static pthread_once_t opx_ini_once = PTHREAD_ONCE_INIT;
 /* ---------------------------------------------------------------------
  * Parameters.
  */
-static void opx_params_define(void)
+static void opx_init_params_define(void)
 {
 	fi_param_define(&opx_prov, "UNITS", FI_PARAM_INT,
 			"Number of software SuperNIC units to model, 1..%u (default: %d)",
@@ -223,20 +223,20 @@ static void opx_params_define(void)
 			"JSON file per process, merged per job by opx_stats (default: unset, off)");
 }
 
-static void opx_ini_once_fn(void)
+static void opx_init_once_fn(void)
 {
 	shim_crc_init();
-	opx_params_define();
-	opx_params_load();
+	opx_init_params_define();
+	opx_param_load();
 }
 
 __attribute__((visibility("default"))) struct fi_provider *fi_prov_ini(void)
 {
-	pthread_once(&opx_ini_once, opx_ini_once_fn);
+	pthread_once(&opx_ini_once, opx_init_once_fn);
 	return &opx_prov;
 }
 
-static void opx_cleanup(void)
+static void opx_init_cleanup(void)
 {
 	/* Nothing process-wide to release: fabrics own their devices. */
 }
@@ -244,7 +244,7 @@ static void opx_cleanup(void)
 /* ---------------------------------------------------------------------
  * Errors.
  */
-int opx_err_from_shim(int err)
+int opx_init_err_from_shim(int err)
 {
 	static _Atomic int warned;
 
@@ -287,7 +287,7 @@ int opx_err_from_shim(int err)
 	}
 }
 
-int opx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+int opx_init_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 {
 	(void)fid;
 	(void)bfid;
@@ -295,7 +295,7 @@ int opx_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	return -FI_ENOSYS;
 }
 
-int opx_no_control(struct fid *fid, int command, void *arg)
+int opx_init_no_control(struct fid *fid, int command, void *arg)
 {
 	(void)fid;
 	(void)command;
@@ -303,7 +303,8 @@ int opx_no_control(struct fid *fid, int command, void *arg)
 	return -FI_ENOSYS;
 }
 
-int opx_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops, void *context)
+int opx_init_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+			 void *context)
 {
 	(void)fid;
 	(void)name;
@@ -316,7 +317,7 @@ int opx_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **op
 /* ---------------------------------------------------------------------
  * Fabric.
  */
-static int opx_fabric_close(struct fid *fid)
+static int opx_init_fabric_close(struct fid *fid)
 {
 	struct opx_fabric *fab;
 
@@ -334,8 +335,8 @@ static int opx_fabric_close(struct fid *fid)
 	return 0;
 }
 
-static int opx_fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
-				 struct fid_pep **pep, void *context)
+static int opx_init_fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info,
+				      struct fid_pep **pep, void *context)
 {
 	(void)fabric;
 	(void)info;
@@ -344,8 +345,8 @@ static int opx_fabric_passive_ep(struct fid_fabric *fabric, struct fi_info *info
 	return -FI_ENOSYS; /* RDM only: there is no connection manager */
 }
 
-static int opx_fabric_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
-				struct fid_wait **waitset)
+static int opx_init_fabric_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *attr,
+				     struct fid_wait **waitset)
 {
 	(void)fabric;
 	(void)attr;
@@ -355,24 +356,24 @@ static int opx_fabric_wait_open(struct fid_fabric *fabric, struct fi_wait_attr *
 
 static struct fi_ops opx_fabric_fi_ops = {
 	.size = sizeof(struct fi_ops),
-	.close = opx_fabric_close,
-	.bind = opx_no_bind,
-	.control = opx_no_control,
-	.ops_open = opx_no_ops_open,
+	.close = opx_init_fabric_close,
+	.bind = opx_init_no_bind,
+	.control = opx_init_no_control,
+	.ops_open = opx_init_no_ops_open,
 };
 
 static struct fi_ops_fabric opx_fabric_ops = {
 	.size = sizeof(struct fi_ops_fabric),
 	.domain = opx_domain_open,
-	.passive_ep = opx_fabric_passive_ep,
+	.passive_ep = opx_init_fabric_passive_ep,
 	.eq_open = opx_eq_open,
-	.wait_open = opx_fabric_wait_open,
-	.trywait = opx_trywait,
+	.wait_open = opx_init_fabric_wait_open,
+	.trywait = opx_wait_trywait,
 };
 
 /* The shim has no logger of its own: what a user must hear about (names
  * squatted by another user, an unusable wake-up directory) comes here. */
-static void opx_shim_warn(const char *msg)
+static void opx_init_shim_warn(const char *msg)
 {
 	OPX_WARN(FI_LOG_CORE, "%s\n", msg);
 }
@@ -380,7 +381,7 @@ static void opx_shim_warn(const char *msg)
 /* The udp wire's secret, when it may be opened: without one (and with a
  * MAC asked for) the wire stays closed, so nothing unauthenticated is
  * ever accepted. */
-static void opx_dev_params_auth(struct shim_dev_params *dp)
+static void opx_init_dev_params_auth(struct shim_dev_params *dp)
 {
 	static _Atomic int said;
 	const char *from = NULL;
@@ -408,7 +409,7 @@ static void opx_dev_params_auth(struct shim_dev_params *dp)
 }
 
 /* Device parameters as the shim wants them, from the validated opx_env. */
-static void opx_dev_params(struct shim_dev_params *dp)
+static void opx_init_dev_params(struct shim_dev_params *dp)
 {
 	memset(dp, 0, sizeof(*dp));
 	dp->num_units = opx_env.units;
@@ -418,7 +419,7 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	dp->egr_bytes = (uint32_t)opx_env.eager_bytes;
 	dp->jkey = (uint16_t)opx_env.jkey;
 	dp->jkey_src = (uint8_t)opx_env.jkey_src;
-	dp->warn = opx_shim_warn;
+	dp->warn = opx_init_shim_warn;
 	dp->wire = opx_env.wire;
 	if (opx_env.iface)
 		snprintf(dp->iface, sizeof(dp->iface), "%s", opx_env.iface);
@@ -426,22 +427,22 @@ static void opx_dev_params(struct shim_dev_params *dp)
 	dp->auth = opx_env.auth;
 	dp->udp_no_gro = !opx_env.udp_gro;
 	dp->udp_no_pack = !opx_env.udp_pack;
-	opx_dev_params_auth(dp);
+	opx_init_dev_params_auth(dp);
 }
 
 /* Open the process-wide device with opx_env's parameters.  Shared with
  * opx_info.c (fi_getinfo probes the device); its prototype is repeated
  * there until opx.h gains it (proposed in the init/info report). */
-int opx_dev_open(struct shim_dev **devp)
+int opx_init_dev_open(struct shim_dev **devp)
 {
 	struct shim_dev_params dp;
 
 	fi_prov_ini(); /* parameters, in case the core was bypassed */
-	opx_dev_params(&dp);
-	return opx_err_from_shim(shim_dev_open(&dp, devp));
+	opx_init_dev_params(&dp);
+	return opx_init_err_from_shim(shim_dev_open(&dp, devp));
 }
 
-int opx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
+int opx_init_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, void *context)
 {
 	struct opx_fabric *fab;
 	int ret;
@@ -462,7 +463,7 @@ int opx_fabric_open(struct fi_fabric_attr *attr, struct fid_fabric **fabric, voi
 	fab = calloc(1, sizeof(*fab));
 	if (!fab)
 		return -FI_ENOMEM;
-	ret = opx_dev_open(&fab->dev);
+	ret = opx_init_dev_open(&fab->dev);
 	if (ret) {
 		OPX_WARN(FI_LOG_FABRIC, "cannot open the SuperNIC device: %s\n", fi_strerror(-ret));
 		free(fab);

@@ -235,7 +235,7 @@ int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, siz
 	return 0;
 }
 
-static bool opx_domain_prov_key(const struct opx_domain *d)
+static bool opx_mr_prov_key(const struct opx_domain *d)
 {
 	/* FI_MR_BASIC (old-style) implies provider-chosen keys. */
 	return d->mr_mode == FI_MR_BASIC || (d->mr_mode & FI_MR_PROV_KEY);
@@ -305,7 +305,7 @@ static struct fi_ops opx_mr_fi_ops = {
 	.close = opx_mr_close,
 	.bind = opx_mr_bind,
 	.control = opx_mr_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_init_no_ops_open,
 };
 
 static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
@@ -347,7 +347,7 @@ static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64
 		return -FI_ENOMEM;
 
 	opx_lock_acquire(&d->lock);
-	if (opx_domain_prov_key(d)) {
+	if (opx_mr_prov_key(d)) {
 		/* Skip keys still in use after the counter wrapped. */
 		do
 			key = d->next_mr_key++;

@@ -76,7 +76,7 @@ static __attribute__((noinline)) void opx_msg_send_seal(struct shim_rhq_entry *e
 							const uint8_t *pay)
 {
 	e->hdr.flags |= OPX_PF_CSUM;
-	e->hdr.psn = opx_pkt_csum(&e->hdr, pay);
+	e->hdr.psn = opx_csum_pkt(&e->hdr, pay);
 }
 
 /* After an eager send of len bytes, prepare the lines the next send will
@@ -279,7 +279,7 @@ ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t c
 		if (flags & OPX_TXF_BOUNCE)
 			free(context);
 		if (rc != -EAGAIN)
-			return opx_err_from_shim(rc);
+			return opx_init_err_from_shim(rc);
 		ep->stats.tx_eagain++;
 		return opx_av_stalled_locked(ep->av, dest);
 	}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * opx_param.c - reading the parameters: each FI_OPX_* value opx_init.c
- * defined is read once (opx_params_load, from the first fi_prov_ini) into
+ * defined is read once (opx_param_load, from the first fi_prov_ini) into
  * opx_env, checked against its bounds and the values it depends on; a bad
  * value warns and keeps the default, it never makes the provider
  * disappear.  Also what some values are derived from: the job key from
@@ -45,7 +45,7 @@ struct opx_params opx_env = {
 	.rma_direct_idle_ms = OPX_DEF_RMA_DIRECT_IDLE_MS,
 };
 
-static bool opx_is_pow2(size_t v)
+static bool opx_param_is_pow2(size_t v)
 {
 	return v && !(v & (v - 1));
 }
@@ -63,7 +63,7 @@ static const char *opx_param_raw(const char *name)
 
 /* Whole-string unsigned parse (decimal, 0x hex, 0 octal; surrounding
  * blanks allowed): false on anything else, a sign, or overflow. */
-static bool opx_parse_u64(const char *s, unsigned long long *out)
+static bool opx_param_parse_u64(const char *s, unsigned long long *out)
 {
 	char *end;
 
@@ -80,7 +80,7 @@ static bool opx_parse_u64(const char *s, unsigned long long *out)
 	return *end == '\0';
 }
 
-static bool opx_parse_int(const char *s, int *out)
+static bool opx_param_parse_int(const char *s, int *out)
 {
 	unsigned long long u;
 	bool neg;
@@ -90,7 +90,7 @@ static bool opx_parse_int(const char *s, int *out)
 	neg = *s == '-';
 	if (neg || *s == '+')
 		s++;
-	if (!opx_parse_u64(s, &u) || u > (neg ? (unsigned long long)INT_MAX + 1 : INT_MAX))
+	if (!opx_param_parse_u64(s, &u) || u > (neg ? (unsigned long long)INT_MAX + 1 : INT_MAX))
 		return false;
 	*out = neg ? (int)(0 - u) : (int)u;
 	return true;
@@ -107,7 +107,7 @@ static void opx_param_int(const char *name, int *val, int lo, int hi)
 	if (fi_param_get_int(&opx_prov, name, &v) != 0)
 		return;
 	raw = opx_param_raw(name);
-	if (raw && !opx_parse_int(raw, &v)) {
+	if (raw && !opx_param_parse_int(raw, &v)) {
 		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=\"%s\" is not an integer, using default %d\n",
 			 name, raw, *val);
 		return;
@@ -130,7 +130,7 @@ static void opx_param_size(const char *name, size_t *val, size_t lo, size_t hi, 
 		return;
 	raw = opx_param_raw(name);
 	if (raw) {
-		if (!opx_parse_u64(raw, &u) || u > SIZE_MAX) {
+		if (!opx_param_parse_u64(raw, &u) || u > SIZE_MAX) {
 			OPX_WARN(FI_LOG_CORE,
 				 "FI_OPX_%s=\"%s\" is not a non-negative integer, using default "
 				 "%zu\n",
@@ -139,7 +139,7 @@ static void opx_param_size(const char *name, size_t *val, size_t lo, size_t hi, 
 		}
 		v = (size_t)u;
 	}
-	if (v < lo || v > hi || (pow2 && !opx_is_pow2(v))) {
+	if (v < lo || v > hi || (pow2 && !opx_param_is_pow2(v))) {
 		OPX_WARN(FI_LOG_CORE, "FI_OPX_%s=%zu invalid (range [%zu, %zu]%s), using default %zu\n",
 			 name, v, lo, hi, pow2 ? ", power of two" : "", *val);
 		return;
@@ -178,12 +178,12 @@ static const char *const opx_jkey_src_names[OPX_JKEY_SRC_COUNT] = {
 	[OPX_JKEY_SRC_SLURM] = "SLURM_JOB_ID",
 };
 
-const char *opx_jkey_src_name(int src)
+const char *opx_param_jkey_src_name(int src)
 {
 	return src >= 0 && src < OPX_JKEY_SRC_COUNT ? opx_jkey_src_names[src] : "unknown";
 }
 
-static int opx_jkey_hash(const char *id, const char *id2)
+static int opx_param_jkey_hash(const char *id, const char *id2)
 {
 	uint32_t h = 0x811c9dc5u; /* FNV-1a */
 
@@ -198,7 +198,7 @@ static int opx_jkey_hash(const char *id, const char *id2)
 	return h ? (int)h : 1;
 }
 
-static int opx_jkey_derive(int *src)
+static int opx_param_jkey_derive(int *src)
 {
 	static const struct {
 		const char *var;
@@ -215,7 +215,7 @@ static int opx_jkey_derive(int *src)
 
 	if (fi_param_get_str(&opx_prov, "UUID", &uuid) == 0 && uuid && *uuid) {
 		*src = OPX_JKEY_SRC_UUID;
-		return opx_jkey_hash(uuid, NULL);
+		return opx_param_jkey_hash(uuid, NULL);
 	}
 	for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]); i++) {
 		const char *id = getenv(launchers[i].var);
@@ -223,9 +223,9 @@ static int opx_jkey_derive(int *src)
 		if (!id || !*id)
 			continue;
 		*src = launchers[i].src;
-		return opx_jkey_hash(id, launchers[i].src == OPX_JKEY_SRC_SLURM
-						 ? getenv("SLURM_STEP_ID")
-						 : NULL);
+		return opx_param_jkey_hash(id, launchers[i].src == OPX_JKEY_SRC_SLURM
+						       ? getenv("SLURM_STEP_ID")
+						       : NULL);
 	}
 	*src = OPX_JKEY_SRC_UID;
 	k = (int)((getuid() & 0xffffu) ^ 0x5a5au);
@@ -234,7 +234,7 @@ static int opx_jkey_derive(int *src)
 
 /* Ranks of this job on this host, as the launcher says (Open MPI, MPICH
  * and Intel MPI's hydra); 0 when none says. */
-static long opx_local_ranks(void)
+static long opx_param_local_ranks(void)
 {
 	static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
 
@@ -242,7 +242,7 @@ static long opx_local_ranks(void)
 		const char *s = getenv(vars[i]);
 		unsigned long long v;
 
-		if (s && opx_parse_u64(s, &v) && v > 0 && v < (1ull << 31))
+		if (s && opx_param_parse_u64(s, &v) && v > 0 && v < (1ull << 31))
 			return (long)v;
 	}
 	return 0;
@@ -251,7 +251,7 @@ static long opx_local_ranks(void)
 /* Whether the launcher says every rank of the job runs on this host:
  * Open MPI (local size = world size), hydra (MPI_LOCALNRANKS = PMI_SIZE),
  * Slurm (one node). */
-static bool opx_job_all_local(void)
+static bool opx_param_job_all_local(void)
 {
 	static const char *const pairs[][2] = {
 		{"OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"},
@@ -264,21 +264,22 @@ static bool opx_job_all_local(void)
 		const char *l = getenv(pairs[i][0]), *w = getenv(pairs[i][1]);
 
 		if (l && w)
-			return opx_parse_u64(l, &a) && opx_parse_u64(w, &b) && a > 0 && a == b;
+			return opx_param_parse_u64(l, &a) && opx_param_parse_u64(w, &b) && a > 0 &&
+			       a == b;
 	}
 	s = getenv("SLURM_JOB_NUM_NODES");
 	if (!s)
 		s = getenv("SLURM_NNODES");
-	return s && opx_parse_u64(s, &a) && a == 1;
+	return s && opx_param_parse_u64(s, &a) && a == 1;
 }
 
 /* More ranks than CPUs: a waiting rank should give its CPU away soon, and
  * a rendezvous should not need both processes running at once (the split
  * copy does).  Only the defaults change: FI_OPX_SPIN_COUNT and
  * FI_OPX_RNDV_SPLIT, when set, win. */
-static void opx_params_oversub(struct opx_params *p)
+static void opx_param_oversub(struct opx_params *p)
 {
-	long ranks = opx_local_ranks(), cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long ranks = opx_param_local_ranks(), cpus = sysconf(_SC_NPROCESSORS_ONLN);
 
 	p->oversubscribed = ranks > 0 && cpus > 0 && ranks > cpus;
 	if (!p->oversubscribed)
@@ -309,7 +310,7 @@ static uint32_t opx_param_ppm(const char *name)
 	return (uint32_t)(v * 10000.0 + 0.5);
 }
 
-static void opx_params_wire(struct opx_params *p)
+static void opx_param_wire(struct opx_params *p)
 {
 	char *w = NULL;
 	size_t seed = 1;
@@ -322,7 +323,7 @@ static void opx_params_wire(struct opx_params *p)
 			p->wire = SHIM_WIRE_UDP;
 		else if (strcmp(w, "auto"))
 			OPX_WARN(FI_LOG_CORE, "FI_OPX_WIRE=\"%s\" is not auto, shm or udp: auto\n", w);
-	} else if (opx_job_all_local()) {
+	} else if (opx_param_job_all_local()) {
 		/* No socket where no peer can be: a socket is a door. */
 		p->wire = SHIM_WIRE_SHM;
 		OPX_INFO(FI_LOG_CORE, "the launcher says every rank of the job is on this host: "
@@ -342,7 +343,7 @@ static void opx_params_wire(struct opx_params *p)
 	p->fault.seed = seed;
 }
 
-void opx_params_load(void)
+void opx_param_load(void)
 {
 	struct opx_params *p = &opx_env;
 
@@ -388,10 +389,10 @@ void opx_params_load(void)
 	}
 	p->jkey_src = OPX_JKEY_SRC_JKEY;
 	if (p->jkey < 0)
-		p->jkey = opx_jkey_derive(&p->jkey_src);
+		p->jkey = opx_param_jkey_derive(&p->jkey_src);
 	OPX_INFO(FI_LOG_CORE, "job key 0x%04x from %s\n", (unsigned int)p->jkey,
-		 opx_jkey_src_name(p->jkey_src));
-	opx_params_oversub(p);
+		 opx_param_jkey_src_name(p->jkey_src));
+	opx_param_oversub(p);
 	opx_param_int("SPIN_COUNT", &p->spin_count, 0, OPX_MAX_SPIN_COUNT);
 	opx_param_int("SLEEP_MS", &p->sleep_ms, 1, OPX_MAX_SLEEP_MS);
 	opx_param_bool("RNDV_CMA", &p->rndv_cma);
@@ -408,5 +409,5 @@ void opx_params_load(void)
 	if (fi_param_get_str(&opx_prov, "STATS", &p->stats) || (p->stats && !*p->stats))
 		p->stats = NULL;
 	p->max_msg_size = OPX_DEF_MAX_MSG_SIZE;
-	opx_params_wire(p);
+	opx_param_wire(p);
 }

@@ -178,9 +178,9 @@ static int opx_poll_close(struct fid *fid)
 static struct fi_ops opx_poll_fi_ops = {
 	.size = sizeof(struct fi_ops),
 	.close = opx_poll_close,
-	.bind = opx_no_bind,
-	.control = opx_no_control,
-	.ops_open = opx_no_ops_open,
+	.bind = opx_init_no_bind,
+	.control = opx_init_no_control,
+	.ops_open = opx_init_no_ops_open,
 };
 
 static struct fi_ops_poll opx_poll_ops = {

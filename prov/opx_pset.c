@@ -27,7 +27,7 @@
 #include "opx_wait.h"
 
 /* sched_yield() rounds after the spin phase, before sleeping. */
-#define OPX_WAIT_YIELDS 64
+#define OPX_PSET_YIELDS 64
 
 /* A set's *_locked functions need the domain lock of its endpoints (a CQ,
  * counter or progress thread drives endpoints of its own domain only); an
@@ -103,7 +103,7 @@ int opx_pset_attach_locked(struct opx_pset *ps, int epoll_fd, struct opx_ep *ep)
 		struct epoll_event ev = {.events = EPOLLIN, .data.ptr = ep};
 
 		if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, opx_wait_ep_fd(ep), &ev)) {
-			ret = opx_err_from_shim(-errno);
+			ret = opx_init_err_from_shim(-errno);
 			OPX_WARN(FI_LOG_CQ, "cannot add endpoint wait fd: %d\n", errno);
 			opx_pset_remove(ps, ep);
 			return ret;
@@ -210,7 +210,7 @@ void opx_pset_disarm_locked(struct opx_pset *ps)
 	}
 }
 
-static int64_t opx_wait_now_ms(void)
+static int64_t opx_pset_now_ms(void)
 {
 	struct timespec ts;
 
@@ -218,7 +218,7 @@ static int64_t opx_wait_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static bool opx_wait_take_signal(_Atomic int *signaled)
+static bool opx_pset_take_signal(_Atomic int *signaled)
 {
 	return signaled && atomic_load_explicit(signaled, memory_order_relaxed) &&
 	       atomic_exchange(signaled, 0);
@@ -254,7 +254,7 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 {
 	int spin_max = opx_env.spin_count > 0 ? opx_env.spin_count : 0;
 	int sleep_ms = opx_env.sleep_ms > 0 ? opx_env.sleep_ms : 1;
-	int64_t deadline = timeout_ms >= 0 ? opx_wait_now_ms() + timeout_ms : 0;
+	int64_t deadline = timeout_ms >= 0 ? opx_pset_now_ms() + timeout_ms : 0;
 	int spins = 0;
 	int yields = 0;
 
@@ -266,13 +266,13 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 		opx_pset_progress_locked(ps);
 		if (done(arg))
 			return 0;
-		if (opx_wait_take_signal(signaled))
+		if (opx_pset_take_signal(signaled))
 			return -FI_ECANCELED;
 
 		int remaining = sleep_ms;
 
 		if (timeout_ms >= 0) {
-			int64_t left = deadline - opx_wait_now_ms();
+			int64_t left = deadline - opx_pset_now_ms();
 
 			if (left <= 0)
 				return -FI_ETIMEDOUT;
@@ -288,7 +288,7 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 			opx_lock_acquire(lock);
 			continue;
 		}
-		if (yields < OPX_WAIT_YIELDS) {
+		if (yields < OPX_PSET_YIELDS) {
 			yields++;
 			opx_lock_release(lock);
 			sched_yield();

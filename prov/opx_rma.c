@@ -357,7 +357,7 @@ static void opx_rma_push_queue(struct opx_ep *ep, struct opx_rma_state *st)
 		opx_list_remove(&op->link);
 		if (rc) {
 			/* a shim error other than credits: fail what was not sent */
-			op->err = -opx_err_from_shim(rc);
+			op->err = -opx_init_err_from_shim(rc);
 			op->nchunks = op->sent;
 			if (op->acked == op->nchunks)
 				opx_rma_complete(ep, st, op);
@@ -513,7 +513,7 @@ ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 	}
 	if (rc) {
 		opx_rma_op_put(st, op);
-		return opx_err_from_shim(rc);
+		return opx_init_err_from_shim(rc);
 	}
 	return 0;
 }

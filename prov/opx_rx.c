@@ -433,7 +433,7 @@ static __attribute__((noinline)) bool opx_rx_csum_ok(const struct opx_ep *ep,
 
 	if (!(h->flags & OPX_PF_CSUM))
 		return !(ep->rx_csum && h->opcode <= OPX_OP_MP_NEXT);
-	return opx_pkt_csum(h, (e->rhf & SHIM_RHF_EGR) ? pay : NULL) == h->psn;
+	return opx_csum_pkt(h, (e->rhf & SHIM_RHF_EGR) ? pay : NULL) == h->psn;
 }
 
 /* Whether an RTS came from another host (the udp wire: a push, never

@@ -478,7 +478,7 @@ static struct fi_ops opx_sep_fi_ops = {
 	.close = opx_sep_close,
 	.bind = opx_sep_bind,
 	.control = opx_sep_control,
-	.ops_open = opx_no_ops_open,
+	.ops_open = opx_init_no_ops_open,
 };
 
 /* Open the R + T contexts at consecutive numbers (see the top). */

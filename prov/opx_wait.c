@@ -50,7 +50,7 @@ int opx_wait_control(int command, void *arg, int fd, enum fi_wait_obj wait_obj)
  * answer a provider-specific control command so this file needs none of
  * their internals.
  */
-int opx_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
+int opx_wait_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 {
 	if (!fabric || count < 0 || (count > 0 && !fids))
 		return -FI_EINVAL;

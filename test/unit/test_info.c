@@ -109,19 +109,19 @@ static void test_params_listed(void **state)
 static void test_err_map(void **state)
 {
 	(void)state;
-	assert_int_equal(opx_err_from_shim(0), 0);
-	assert_int_equal(opx_err_from_shim(-EAGAIN), -FI_EAGAIN);
-	assert_int_equal(opx_err_from_shim(-ENOMEM), -FI_ENOMEM);
-	assert_int_equal(opx_err_from_shim(-EINVAL), -FI_EINVAL);
-	assert_int_equal(opx_err_from_shim(-EMSGSIZE), -FI_EMSGSIZE);
-	assert_int_equal(opx_err_from_shim(-EBUSY), -FI_EBUSY);
-	assert_int_equal(opx_err_from_shim(-EPERM), -FI_EACCES);
-	assert_int_equal(opx_err_from_shim(-EACCES), -FI_EACCES);
-	assert_int_equal(opx_err_from_shim(-ENOENT), -FI_EADDRNOTAVAIL);
-	assert_int_equal(opx_err_from_shim(-ESTALE), -FI_EADDRNOTAVAIL);
-	assert_int_equal(opx_err_from_shim(-EHOSTUNREACH), -FI_EADDRNOTAVAIL);
-	assert_int_equal(opx_err_from_shim(-EPROTO), -FI_EOTHER);
-	assert_int_equal(opx_err_from_shim(-EXDEV), -FI_EOTHER);
+	assert_int_equal(opx_init_err_from_shim(0), 0);
+	assert_int_equal(opx_init_err_from_shim(-EAGAIN), -FI_EAGAIN);
+	assert_int_equal(opx_init_err_from_shim(-ENOMEM), -FI_ENOMEM);
+	assert_int_equal(opx_init_err_from_shim(-EINVAL), -FI_EINVAL);
+	assert_int_equal(opx_init_err_from_shim(-EMSGSIZE), -FI_EMSGSIZE);
+	assert_int_equal(opx_init_err_from_shim(-EBUSY), -FI_EBUSY);
+	assert_int_equal(opx_init_err_from_shim(-EPERM), -FI_EACCES);
+	assert_int_equal(opx_init_err_from_shim(-EACCES), -FI_EACCES);
+	assert_int_equal(opx_init_err_from_shim(-ENOENT), -FI_EADDRNOTAVAIL);
+	assert_int_equal(opx_init_err_from_shim(-ESTALE), -FI_EADDRNOTAVAIL);
+	assert_int_equal(opx_init_err_from_shim(-EHOSTUNREACH), -FI_EADDRNOTAVAIL);
+	assert_int_equal(opx_init_err_from_shim(-EPROTO), -FI_EOTHER);
+	assert_int_equal(opx_init_err_from_shim(-EXDEV), -FI_EOTHER);
 }
 
 /* ---------------------------------------------------------------------

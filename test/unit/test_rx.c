@@ -612,17 +612,17 @@ static void test_crc32c(void **state)
 
 			h.paylen = len;
 			h.psn = len; /* not covered */
-			hw = opx_pkt_csum(&h, pay);
+			hw = opx_csum_pkt(&h, pay);
 			was = shim_crc_force_sw(true);
-			sw = opx_pkt_csum(&h, pay);
+			sw = opx_csum_pkt(&h, pay);
 			shim_crc_force_sw(was);
 			assert_int_equal(hw, sw);
 			if (len) {
 				pay[len - 1] ^= 0x10;
-				assert_int_not_equal(opx_pkt_csum(&h, pay), hw);
+				assert_int_not_equal(opx_csum_pkt(&h, pay), hw);
 				pay[len - 1] ^= 0x10;
 				pay[len / 2] ^= 0x01;
-				assert_int_not_equal(opx_pkt_csum(&h, pay), hw);
+				assert_int_not_equal(opx_csum_pkt(&h, pay), hw);
 				pay[len / 2] ^= 0x01;
 			}
 		}
