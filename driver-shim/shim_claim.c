@@ -174,7 +174,7 @@ static uint64_t shim_claim_end(const struct shim_rx *rx, uint64_t tail, uint64_t
 /* Publish entries head .. end of the dead reservation as ERR_DEAD; the
  * last one carries every eager block the reservation took that the
  * consumer has not released yet. */
-static int shim_hole_fill(struct shim_rx *rx, uint64_t tail, uint64_t counts)
+static int shim_claim_hole_fill(struct shim_rx *rx, uint64_t tail, uint64_t counts)
 {
 	uint64_t endv = shim_claim_end(rx, tail, counts);
 	uint32_t end = (uint32_t)endv;
@@ -213,7 +213,7 @@ static int shim_hole_fill(struct shim_rx *rx, uint64_t tail, uint64_t counts)
  * our own liveness lock: it is the very file they locked, whereas the
  * name may by now be unlinked or name another segment.  Our lock (byte 0)
  * never covers a slot's byte, so it cannot hide a sender's. */
-static int shim_hole_resolve(struct shim_ctx *ctx, uint64_t now_tail)
+static int shim_claim_hole_resolve(struct shim_ctx *ctx, uint64_t now_tail)
 {
 	struct shim_rx *rx = &ctx->rx;
 	struct shim_claim *tab = shim_claim_table(ctx->map, ctx->claim_off);
@@ -259,10 +259,10 @@ static int shim_hole_resolve(struct shim_ctx *ctx, uint64_t now_tail)
 	}
 	if (differ && (nend != 1 || shim_claim_end(rx, cand_tail, cand_counts) != now_tail))
 		return 0;
-	return shim_hole_fill(rx, cand_tail, cand_counts);
+	return shim_claim_hole_fill(rx, cand_tail, cand_counts);
 }
 
-int shim_rx_recover(struct shim_ctx *ctx)
+int shim_claim_rx_recover(struct shim_ctx *ctx)
 {
 	struct shim_rhq_entry *e;
 	struct shim_hole *h;
@@ -300,7 +300,7 @@ int shim_rx_recover(struct shim_ctx *ctx)
 	tail = atomic_load_explicit(&rx->ctl->tail, memory_order_acquire);
 	if ((uint32_t)tail == rx->head)
 		return 0; /* empty: stay armed, look again later */
-	n = shim_hole_resolve(ctx, tail);
+	n = shim_claim_hole_resolve(ctx, tail);
 	if (n)
 		h->armed = false;
 	return n;

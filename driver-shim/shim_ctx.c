@@ -19,7 +19,7 @@
  * segment that never became a valid context is reclaimed only once older
  * than SHIM_STALE_AGE_S (its creator may still be initialising it).
  * Names owned by another uid, symlinks and other non-files are skipped,
- * never opened through, never removed, and reported through shim_warn().
+ * never opened through, never removed, and reported through shim_trust_warn().
  * Besides the names a search passes, every open sweeps the unit's names
  * for segments of owners that died (shim_ctx_sweep).
  */
@@ -57,7 +57,7 @@ static void shim_ctx_unlink_wake(const struct shim_rcv_ctl *s, uint32_t uid)
 	struct sockaddr_un sun;
 	socklen_t len;
 
-	shim_name_wake(&sun, &len, uid, s->unit, s->ctx, s->nonce);
+	shim_dev_name_wake(&sun, &len, uid, s->unit, s->ctx, s->nonce);
 	(void)unlink(sun.sun_path);
 }
 
@@ -84,9 +84,11 @@ static bool shim_ctx_seg_abandoned(int fd, const struct stat *st, uint32_t uid, 
 		if (s.magic == SHIM_CTL_MAGIC) {
 			locked = s.flags & SHIM_CTL_F_OWNER_LOCK;
 			if (sweep) /* we hold its owner's lock, and its pid is gone */
-				stale = locked && shim_proc_gone((pid_t)s.owner_pid, s.owner_start);
+				stale = locked &&
+					shim_dev_proc_gone((pid_t)s.owner_pid, s.owner_start);
 			else /* an older shim that did not lock: its pid is all we have */
-				stale = locked || shim_proc_gone((pid_t)s.owner_pid, s.owner_start);
+				stale = locked ||
+					shim_dev_proc_gone((pid_t)s.owner_pid, s.owner_start);
 			/* only the wake-up socket of this very name: the block
 			 * could name another, live, context's */
 			if (stale && locked && s.unit == unit && s.ctx == n)
@@ -124,7 +126,7 @@ static enum shim_seg_state shim_ctx_seg_reclaim(struct shim_dev *dev, const char
 		state = SHIM_SEG_SQUATTED;
 		goto out;
 	}
-	if (shim_seg_lock(fd))
+	if (shim_trust_seg_lock(fd))
 		goto out; /* held: its owner is alive */
 	/* Someone else may have reclaimed it between our open and our lock. */
 	if (fstat(fd, &st) < 0)
@@ -161,7 +163,7 @@ static bool shim_ctx_mine(struct shim_dev *dev, unsigned int unit, unsigned int 
 }
 
 /* The context number a segment name ends in, written the way
- * shim_name_segment writes it (decimal, no leading zero); -1 otherwise. */
+ * shim_dev_name_segment writes it (decimal, no leading zero); -1 otherwise. */
 static int shim_ctx_name_num(const char *p)
 {
 	unsigned int n = 0;
@@ -214,7 +216,7 @@ static void shim_ctx_sweep(struct shim_dev *dev, uint32_t uid, unsigned int unit
 			continue;
 		n = shim_ctx_name_num(de->d_name + plen);
 		if (n < 0 || shim_ctx_mine(dev, unit, (unsigned int)n) ||
-		    shim_name_segment(name, sizeof(name), uid, unit, (unsigned int)n))
+		    shim_dev_name_segment(name, sizeof(name), uid, unit, (unsigned int)n))
 			continue;
 		(void)shim_ctx_seg_reclaim(dev, name, uid, unit, (unsigned int)n, true);
 	}
@@ -230,7 +232,7 @@ static int shim_ctx_seg_lock_new(int fd)
 	int ret = -EAGAIN;
 
 	for (int i = 0; i < SHIM_LOCK_TRIES && ret == -EAGAIN; i++) {
-		ret = shim_seg_lock(fd);
+		ret = shim_trust_seg_lock(fd);
 		if (ret == -EAGAIN)
 			nanosleep(&pause, NULL);
 	}
@@ -252,7 +254,7 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 
 	for (unsigned int i = 0; i < names; i++) {
 		unsigned int n = (start + i) % SHIM_MAX_CTXTS;
-		int ret = shim_name_segment(ctx->name, sizeof(ctx->name), uid, unit, n);
+		int ret = shim_dev_name_segment(ctx->name, sizeof(ctx->name), uid, unit, n);
 
 		if (ret)
 			return ret;
@@ -276,11 +278,12 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 				atomic_store_explicit(&dev->ctx_next[unit], (n + 1) % SHIM_MAX_CTXTS,
 						      memory_order_relaxed);
 				if (squatted)
-					shim_warn(dev,
-						  "skipped %u receive context name(s) of unit %u not "
-						  "owned by uid %u or not regular files (first: "
-						  "/dev/shm%s)",
-						  squatted, unit, uid, first_squat);
+					shim_trust_warn(
+						dev,
+						"skipped %u receive context name(s) of unit %u not "
+						"owned by uid %u or not regular files (first: "
+						"/dev/shm%s)",
+						squatted, unit, uid, first_squat);
 				return fd;
 			}
 			if (errno != EEXIST)
@@ -306,13 +309,14 @@ static int shim_ctx_seg_create(struct shim_ctx *ctx, uint32_t uid, unsigned int 
 	if (want >= 0)
 		return -EBUSY;
 	if (squatted)
-		shim_warn(dev,
-			  "no free receive context on unit %u: %u name(s) in use, %u not owned "
-			  "by uid %u or not regular files (first: /dev/shm%s)",
-			  unit, live, squatted, uid, first_squat);
+		shim_trust_warn(
+			dev,
+			"no free receive context on unit %u: %u name(s) in use, %u not owned "
+			"by uid %u or not regular files (first: /dev/shm%s)",
+			unit, live, squatted, uid, first_squat);
 	else
-		shim_warn(dev, "no free receive context on unit %u: all %u names in use", unit,
-			  live);
+		shim_trust_warn(dev, "no free receive context on unit %u: all %u names in use",
+				unit, live);
 	return -EBUSY;
 }
 
@@ -343,18 +347,18 @@ static int shim_ctx_sock_bind(struct shim_ctx *ctx, uint32_t uid)
 	ctx->sock_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (ctx->sock_fd < 0)
 		return -errno;
-	ret = shim_wake_dir_check(uid);
+	ret = shim_trust_wake_dir_check(uid);
 	if (ret) {
 		char dir[SHIM_NAME_MAX];
 
-		shim_name_wake_dir(dir, sizeof(dir), uid);
-		shim_warn(ctx->dev,
-			  "%s is not a directory owned by uid %u (%s): blocking waits of "
-			  "context %u poll instead of being woken",
-			  dir, uid, strerror(-ret), ctx->rx.ctx);
+		shim_dev_name_wake_dir(dir, sizeof(dir), uid);
+		shim_trust_warn(ctx->dev,
+				"%s is not a directory owned by uid %u (%s): blocking waits of "
+				"context %u poll instead of being woken",
+				dir, uid, strerror(-ret), ctx->rx.ctx);
 		return 0;
 	}
-	shim_name_wake(&sun, &len, uid, ctx->rx.unit, ctx->rx.ctx, ctx->nonce);
+	shim_dev_name_wake(&sun, &len, uid, ctx->rx.unit, ctx->rx.ctx, ctx->nonce);
 	ret = bind(ctx->sock_fd, (struct sockaddr *)&sun, len);
 	if (ret < 0 && errno == EADDRINUSE) {
 		/* leftover of a crashed context with the same number and
@@ -381,7 +385,7 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	struct shim_rhq_entry *hdrq = (void *)((uint8_t *)ctx->map + SHIM_CTL_PAD);
 	uint64_t start = 0;
 
-	shim_proc_starttime(0, &start);
+	shim_dev_proc_starttime(0, &start);
 	ctl->abi_version = SHIM_ABI_VERSION;
 	ctl->hdrq_cnt = ctx->hdrq_cnt;
 	ctl->egr_blocks = ctx->egr_blocks;
@@ -417,7 +421,7 @@ static void shim_ctx_ctl_init(struct shim_ctx *ctx, uint64_t seg_size)
 	atomic_store_explicit(&ctl->ready, 1, memory_order_release);
 }
 
-static uint16_t shim_clamp16(uint64_t v)
+static uint16_t shim_ctx_clamp16(uint64_t v)
 {
 	return v > 0xffff ? 0xffff : (uint16_t)v;
 }
@@ -440,12 +444,12 @@ static void shim_ctx_fill_info(const struct shim_ctx *ctx, struct hfi1_ctxt_info
 		cinfo->ctxt = rx->ctx;
 		cinfo->subctxt = 0;
 		cinfo->rcvtids = SHIM_TID_MAX;
-		cinfo->credits = shim_clamp16(ctx->egr_blocks); /* PIO credits: 64 B blocks */
+		cinfo->credits = shim_ctx_clamp16(ctx->egr_blocks); /* PIO credits: 64 B blocks */
 		cinfo->numa_node = (uint16_t)dev->units[rx->unit].numa_node;
 		cinfo->rec_cpu = 0xffff;
 		cinfo->send_ctxt = rx->ctx;
-		cinfo->egrtids = shim_clamp16((uint64_t)ctx->egr_blocks * SHIM_BLOCK / rx->mtu);
-		cinfo->rcvhdrq_cnt = shim_clamp16(ctx->hdrq_cnt);
+		cinfo->egrtids = shim_ctx_clamp16((uint64_t)ctx->egr_blocks * SHIM_BLOCK / rx->mtu);
+		cinfo->rcvhdrq_cnt = shim_ctx_clamp16(ctx->hdrq_cnt);
 		cinfo->rcvhdrq_entsize = sizeof(struct shim_rhq_entry);
 		cinfo->sdma_ring_size = SHIM_SDMA_RING_DEFAULT;
 	}
@@ -524,7 +528,7 @@ int shim_ctx_open_at(struct shim_dev *dev, int unit, int want, uint32_t nonce,
 		goto err_unlink;
 	}
 	ctx->map_len = seg_size;
-	shim_prefault(ctx->map, seg_size);
+	shim_dev_prefault(ctx->map, seg_size);
 	/* bind before ready: a peer may want to wake us as soon as it maps */
 	ret = shim_ctx_sock_bind(ctx, uid);
 	if (ret)
@@ -595,8 +599,8 @@ void shim_ctx_close(struct shim_ctx *ctx)
 			struct sockaddr_un sun;
 			socklen_t len;
 
-			shim_name_wake(&sun, &len, (uint32_t)geteuid(), ctx->rx.unit, ctx->rx.ctx,
-				       ctx->nonce);
+			shim_dev_name_wake(&sun, &len, (uint32_t)geteuid(), ctx->rx.unit,
+					   ctx->rx.ctx, ctx->nonce);
 			(void)unlink(sun.sun_path);
 		}
 	}

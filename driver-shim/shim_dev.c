@@ -38,12 +38,12 @@
 static pthread_mutex_t shim_dev_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct shim_dev *shim_dev_global;
 
-static bool shim_is_pow2(uint64_t v)
+static bool shim_dev_is_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
 }
 
-static uint64_t shim_fnv1a(uint64_t h, const void *buf, size_t len)
+static uint64_t shim_dev_fnv1a(uint64_t h, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
 
@@ -58,7 +58,7 @@ static uint64_t shim_fnv1a(uint64_t h, const void *buf, size_t len)
  * namespace inode stands in for "which host" when several simulated hosts
  * share one kernel.  Both are needed: namespaces alone repeat across
  * reboots and machines, boot ids alone cannot tell namespaces apart. */
-static uint64_t shim_host_id_compute(void)
+static uint64_t shim_dev_host_id_compute(void)
 {
 	uint64_t h = SHIM_FNV_OFFSET;
 	char buf[128];
@@ -72,18 +72,18 @@ static uint64_t shim_host_id_compute(void)
 		close(fd);
 	}
 	if (n > 0) {
-		h = shim_fnv1a(h, buf, (size_t)n);
+		h = shim_dev_fnv1a(h, buf, (size_t)n);
 	} else if (gethostname(buf, sizeof(buf)) == 0) {
 		/* no procfs: the host name is the best identity left */
 		buf[sizeof(buf) - 1] = '\0';
-		h = shim_fnv1a(h, buf, strlen(buf));
+		h = shim_dev_fnv1a(h, buf, strlen(buf));
 	}
 	if (stat("/proc/self/ns/net", &st) == 0) {
 		uint64_t ino = (uint64_t)st.st_ino;
 		uint64_t dev = (uint64_t)st.st_dev;
 
-		h = shim_fnv1a(h, &ino, sizeof(ino));
-		h = shim_fnv1a(h, &dev, sizeof(dev));
+		h = shim_dev_fnv1a(h, &ino, sizeof(ino));
+		h = shim_dev_fnv1a(h, &dev, sizeof(dev));
 	}
 	return h ? h : SHIM_FNV_OFFSET; /* 0 is reserved for "unknown host" */
 }
@@ -103,13 +103,13 @@ static int shim_dev_params_resolve(const struct shim_dev_params *in, struct shim
 		return -EINVAL;
 	if (out->hdrq_cnt == 0)
 		out->hdrq_cnt = SHIM_HDRQ_CNT_DEFAULT;
-	if (!shim_is_pow2(out->hdrq_cnt) || out->hdrq_cnt < 64 || out->hdrq_cnt > 65536)
+	if (!shim_dev_is_pow2(out->hdrq_cnt) || out->hdrq_cnt < 64 || out->hdrq_cnt > 65536)
 		return -EINVAL;
 	if (out->egr_bytes == 0)
 		out->egr_bytes = SHIM_EGR_BYTES_DEFAULT;
 	/* 4 MTUs at least so a full-size packet never starves behind a lap
 	 * skip; 1 GiB at most so every block index fits the 24-bit RHF. */
-	if (!shim_is_pow2(out->egr_bytes) || (uint64_t)out->egr_bytes < 4ull * out->mtu ||
+	if (!shim_dev_is_pow2(out->egr_bytes) || (uint64_t)out->egr_bytes < 4ull * out->mtu ||
 	    out->egr_bytes > (1u << 30))
 		return -EINVAL;
 	if (out->auth < SHIM_AUTH_OFF || out->auth > SHIM_AUTH_FULL)
@@ -132,7 +132,7 @@ static void shim_dev_units_init(struct shim_dev *dev)
 	 * hosts of one subnet up to a /16, which a hash of the host id
 	 * would not promise (two of 100 hosts collide with 10 % odds).  A
 	 * host with no address but loopback talks to nobody else. */
-	uint32_t ip = ntohl(shim_host_ipv4());
+	uint32_t ip = ntohl(shim_dev_host_ipv4());
 	uint64_t base = (ip >> 24) == 127 ? dev->host_id
 					  : (uint64_t)(ip & 0xffffu) * (uint64_t)dev->num_units;
 
@@ -159,8 +159,8 @@ static void shim_dev_cursors_init(struct shim_dev *dev)
 	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		for (unsigned int i = 0; i < SHIM_MAX_UNITS; i++)
-			r[i] = (uint32_t)shim_fnv1a(SHIM_FNV_OFFSET ^ (uint64_t)getpid() ^ i, &ts,
-						    sizeof(ts));
+			r[i] = (uint32_t)shim_dev_fnv1a(SHIM_FNV_OFFSET ^ (uint64_t)getpid() ^ i,
+							&ts, sizeof(ts));
 	}
 	for (unsigned int i = 0; i < SHIM_MAX_UNITS; i++)
 		atomic_init(&dev->ctx_next[i], r[i] % SHIM_MAX_CTXTS);
@@ -195,7 +195,7 @@ int shim_dev_open(const struct shim_dev_params *params, struct shim_dev **devp)
 	dev->refcnt = 1;
 	dev->params = p;
 	dev->num_units = p.num_units;
-	dev->host_id = shim_host_id_compute();
+	dev->host_id = shim_dev_host_id_compute();
 	atomic_init(&dev->stale_reclaimed, 0);
 	atomic_init(&dev->names_squatted, 0);
 	shim_dev_cursors_init(dev);
@@ -282,7 +282,7 @@ uint64_t shim_dev_host_id(const struct shim_dev *dev)
  * name says where to look, never whom to trust: shim_trust.c checks
  * what is found there.
  */
-int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx)
+int shim_dev_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx)
 {
 	int n = snprintf(buf, len, "/opx.%u.%u.%u", uid, unit, ctx);
 
@@ -290,22 +290,22 @@ int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, un
 }
 
 /* Wake-up sockets are pathname sockets in a per-uid 0700 directory
- * (shim_wake_dir_check): the kernel then lets only our uid (and root)
+ * (shim_trust_wake_dir_check): the kernel then lets only our uid (and root)
  * send to them.  Abstract names, used before, accept anyone's datagram. */
-void shim_name_wake_dir(char *buf, size_t len, uint32_t uid)
+void shim_dev_name_wake_dir(char *buf, size_t len, uint32_t uid)
 {
 	snprintf(buf, len, "/dev/shm/opx.%u.wake", uid);
 }
 
-void shim_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
-		    unsigned int ctx, uint32_t nonce)
+void shim_dev_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
+			unsigned int ctx, uint32_t nonce)
 {
 	char dir[SHIM_NAME_MAX];
 	int n;
 
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
-	shim_name_wake_dir(dir, sizeof(dir), uid);
+	shim_dev_name_wake_dir(dir, sizeof(dir), uid);
 	/* at most 22 + 1 + 3 + 1 + 5 + 1 + 8 bytes: always fits sun_path */
 	n = snprintf(sun->sun_path, sizeof(sun->sun_path), "%s/%u.%u.%08x", dir, unit, ctx, nonce);
 	if (n < 0)
@@ -318,7 +318,7 @@ void shim_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsig
 /* ---------------------------------------------------------------------
  * Process identity.  A pid alone is reused; pid plus start time is not.
  */
-int shim_proc_starttime(pid_t pid, uint64_t *start)
+int shim_dev_proc_starttime(pid_t pid, uint64_t *start)
 {
 	char path[64], buf[1024];
 	unsigned long long v;
@@ -355,7 +355,7 @@ int shim_proc_starttime(pid_t pid, uint64_t *start)
 	return 0;
 }
 
-bool shim_proc_gone(pid_t pid, uint64_t start)
+bool shim_dev_proc_gone(pid_t pid, uint64_t start)
 {
 	uint64_t now;
 
@@ -365,14 +365,14 @@ bool shim_proc_gone(pid_t pid, uint64_t start)
 		return true;
 	/* Exists (or EPERM: exists under another uid).  A different start
 	 * time means the pid was recycled. */
-	if (start && shim_proc_starttime(pid, &now) == 0 && now != start)
+	if (start && shim_dev_proc_starttime(pid, &now) == 0 && now != start)
 		return true;
 	return false;
 }
 
 /* Fault a shared mapping's pages in, writable, before the first packet
  * needs them (contexts and shm peers). */
-void shim_prefault(void *addr, size_t len)
+void shim_dev_prefault(void *addr, size_t len)
 {
 #ifdef MADV_POPULATE_WRITE
 	/* bounded: a huge ring (FI_OPX_EAGER_RING_BYTES) faults in the rest
@@ -388,12 +388,12 @@ void shim_prefault(void *addr, size_t len)
 /* ---------------------------------------------------------------------
  * This host's IPv4 addresses.
  */
-static bool shim_ipv4_loopback(uint32_t ipv4)
+static bool shim_dev_ipv4_loopback(uint32_t ipv4)
 {
 	return (ntohl(ipv4) >> 24) == 127;
 }
 
-uint32_t shim_host_ipv4(void)
+uint32_t shim_dev_host_ipv4(void)
 {
 	struct ifaddrs *ifa, *it;
 	uint32_t found = htonl(INADDR_LOOPBACK);
@@ -404,7 +404,7 @@ uint32_t shim_host_ipv4(void)
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)it->ifa_addr;
 
 		if (!sin || sin->sin_family != AF_INET || !(it->ifa_flags & IFF_UP) ||
-		    (it->ifa_flags & IFF_LOOPBACK) || shim_ipv4_loopback(sin->sin_addr.s_addr))
+		    (it->ifa_flags & IFF_LOOPBACK) || shim_dev_ipv4_loopback(sin->sin_addr.s_addr))
 			continue;
 		found = sin->sin_addr.s_addr;
 		break;
@@ -413,12 +413,12 @@ uint32_t shim_host_ipv4(void)
 	return found;
 }
 
-bool shim_host_has_ipv4(uint32_t ipv4)
+bool shim_dev_host_has_ipv4(uint32_t ipv4)
 {
 	struct ifaddrs *ifa, *it;
 	bool mine = false;
 
-	if (shim_ipv4_loopback(ipv4))
+	if (shim_dev_ipv4_loopback(ipv4))
 		return true;
 	if (getifaddrs(&ifa) < 0)
 		return false;
@@ -432,7 +432,7 @@ bool shim_host_has_ipv4(uint32_t ipv4)
 }
 
 /* The shim's -errno values as strings for logs (declared in shim_dev.h). */
-const char *shim_strerror(int err)
+const char *shim_dev_strerror(int err)
 {
 	switch (err < 0 ? -err : err) {
 	case 0:

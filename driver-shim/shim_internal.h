@@ -92,7 +92,7 @@ struct shim_ctx {
 	struct shim_dev *dev;
 	void *map;
 	size_t map_len;
-	int sock_fd; /* bound to the wake-up path (shim_name_wake) */
+	int sock_fd; /* bound to the wake-up path (shim_dev_name_wake) */
 	int seg_fd;  /* holds the OFD lock that says "owner alive" */
 	pid_t owner; /* creating process: only it retires the context */
 	bool sock_bound;
@@ -130,8 +130,8 @@ static inline uint64_t shim_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Owner: "I am polling" (ctl->polled_ms, read by shim_peer_owner_polling):
- * a store only when the millisecond changed.  shim_rx_recover calls it
+/* Owner: "I am polling" (ctl->polled_ms, read by shim_rgn_owner_polling):
+ * a store only when the millisecond changed.  shim_claim_rx_recover calls it
  * with the clock it reads on an empty poll anyway. */
 static inline void shim_ctx_note_polled(struct shim_ctx *ctx, uint64_t now_ns)
 {
@@ -199,7 +199,7 @@ void shim_tid_table_destroy(struct shim_ctx *ctx);
  * datagram's MAC and sender were checked, when the handle is live in
  * this generation, the range inside the registration and the sender
  * (slid, sctx) the one it was bound to; the SHIM_RHF_PLACED entry that
- * follows claims the bytes (shim_ctx_tid_place). */
+ * follows claims the bytes (shim_tid_place). */
 int shim_tid_place_wire(struct shim_ctx *ctx, uint32_t handle, uint64_t off, const void *src,
 			uint32_t len, uint16_t slid, uint16_t sctx);
 
@@ -217,14 +217,14 @@ enum shim_sdma_state {
 #define SHIM_SDMA_NSTATES 6
 
 enum shim_sdma_event {
-	E0_SUBMIT = 0,
-	E1_START = 1,
-	E2_PKT_SENT = 2,
-	E3_NO_CREDIT = 3,
-	E4_CREDIT_BACK = 4,
-	E5_LAST_SENT = 5,
-	E6_PEER_GONE = 6,
-	E7_REAPED = 7,
+	SHIM_SDMA_E0_SUBMIT = 0,
+	SHIM_SDMA_E1_START = 1,
+	SHIM_SDMA_E2_PKT_SENT = 2,
+	SHIM_SDMA_E3_NO_CREDIT = 3,
+	SHIM_SDMA_E4_CREDIT_BACK = 4,
+	SHIM_SDMA_E5_LAST_SENT = 5,
+	SHIM_SDMA_E6_PEER_GONE = 6,
+	SHIM_SDMA_E7_REAPED = 7,
 };
 #define SHIM_SDMA_NEVENTS 8
 
@@ -252,7 +252,7 @@ struct shim_peer_priv {
 	struct sockaddr_un wake_addr;
 	socklen_t wake_len;
 	/* The peer's segment, kept open: the owner's liveness lock is tested
-	 * through it (shim_seg_lock_probe) and it holds the OFD lock of our
+	 * through it (shim_trust_seg_lock_probe) and it holds the OFD lock of our
 	 * claim slot (shim_claim.c); the two locks cover different bytes. */
 	int seg_fd;
 	bool owner_lock;      /* the context's owner holds SHIM_CTL_F_OWNER_LOCK */
@@ -286,21 +286,21 @@ extern const struct shim_wire_ops shim_udp_wire; /* shim_udp.c */
 /* Trust on a shared host (shim_trust.c).  Everything opx opens in
  * /dev/shm goes through these: never through a symlink, never a file
  * another uid owns, and liveness from a lock rather than a pid. */
-void shim_warn(const struct shim_dev *dev, const char *fmt, ...)
+void shim_trust_warn(const struct shim_dev *dev, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* Open an existing segment read-write without following a symlink and
  * check it: a regular file of our euid, mode 0600.  fd or -errno
  * (-EACCES for a file that is not ours). */
-int shim_seg_open_checked(const char *name, struct stat *st);
-int shim_seg_check(int fd, struct stat *st);
+int shim_trust_seg_open_checked(const char *name, struct stat *st);
+int shim_trust_seg_check(int fd, struct stat *st);
 /* The owner's liveness lock: take it without waiting (0, -EAGAIN when
  * held through another open file, -errno), or test it without taking it
  * (1 held elsewhere, 0 free, -errno). */
-int shim_seg_lock(int fd);
-int shim_seg_lock_probe(int fd);
+int shim_trust_seg_lock(int fd);
+int shim_trust_seg_lock_probe(int fd);
 /* The per-uid 0700 directory holding wake-up sockets: created if
  * missing, refused (-EACCES) if a symlink, not a directory, or not ours. */
-int shim_wake_dir_check(uint32_t uid);
+int shim_trust_wake_dir_check(uint32_t uid);
 
 /* Fault a shared mapping's pages in, writable, before the first packet
  * needs them (shim_dev.c): a process with many peers otherwise takes a
@@ -308,7 +308,7 @@ int shim_wake_dir_check(uint32_t uid);
  * (kernels before 5.14 lack MADV_POPULATE_WRITE); at most the first
  * SHIM_PREFAULT_MAX bytes. */
 #define SHIM_PREFAULT_MAX ((size_t)16 << 20) /* bytes faulted in per mapping */
-void shim_prefault(void *addr, size_t len);
+void shim_dev_prefault(void *addr, size_t len);
 
 /* Claim slots (shim_claim.c): register in the mapped peer's claim table
  * at pp->claim_off, pp->claim_cnt (fd: the segment, kept open to hold the
@@ -357,17 +357,17 @@ static inline uint32_t shim_ctl_snapshot(struct shim_rcv_ctl *snap,
 }
 
 /* Names shared by the context owner and its peers (shim_dev.c). */
-int shim_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx);
-void shim_name_wake_dir(char *buf, size_t len, uint32_t uid);
-void shim_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
-		    unsigned int ctx, uint32_t nonce);
+int shim_dev_name_segment(char *buf, size_t len, uint32_t uid, unsigned int unit, unsigned int ctx);
+void shim_dev_name_wake_dir(char *buf, size_t len, uint32_t uid);
+void shim_dev_name_wake(struct sockaddr_un *sun, socklen_t *len, uint32_t uid, unsigned int unit,
+			unsigned int ctx, uint32_t nonce);
 
-/* Process identity (shim_dev.c).  shim_proc_starttime() returns 0 and the
+/* Process identity (shim_dev.c).  shim_dev_proc_starttime() returns 0 and the
  * start time (field 22 of /proc/<pid>/stat; pid 0 = self) or -errno. */
-int shim_proc_starttime(pid_t pid, uint64_t *start);
+int shim_dev_proc_starttime(pid_t pid, uint64_t *start);
 /* True only when the owner is certainly gone: no such pid, or the pid was
  * reused by a process that started at another time.  A pid that exists
  * but whose /proc entry cannot be read counts as alive. */
-bool shim_proc_gone(pid_t pid, uint64_t start);
+bool shim_dev_proc_gone(pid_t pid, uint64_t start);
 
 #endif /* SHIM_INTERNAL_H */

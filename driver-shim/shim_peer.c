@@ -48,7 +48,7 @@ static bool shim_peer_owner_running(const struct shim_peer_priv *pp)
 	if (pp->owner_pidfd >= 0)
 		alive = syscall(SYS_pidfd_send_signal, pp->owner_pidfd, 0, NULL, 0) == 0;
 	else
-		alive = !shim_proc_starttime(pp->owner_pid, &start) && start == pp->owner_start;
+		alive = !shim_dev_proc_starttime(pp->owner_pid, &start) && start == pp->owner_start;
 	if (alive)
 		atomic_store_explicit(&cache->owner_seen_ns, now, memory_order_relaxed);
 	return alive;

@@ -4,10 +4,10 @@
  * of a receive context (struct shim_rgn, shim_abi.h) and the Cross Memory
  * Attach copy into or out of a region it names.
  *
- * Owner.  shim_ctx_rgn_publish() puts a region in the first free slot of
+ * Owner.  shim_rgn_publish() puts a region in the first free slot of
  * its key's probe sequence (SHIM_RGN_PROBE slots from a hash of the key);
  * a key whose slots are all taken is not published, and peers then use
- * the owner's progress as before.  shim_ctx_rgn_retract() takes it out and
+ * the owner's progress as before.  shim_rgn_retract() takes it out and
  * returns only when no peer can still be copying into or out of it, so the
  * owner may give the memory back as soon as it returns:
  *
@@ -51,14 +51,14 @@ static inline uint32_t shim_rgn_hash(uint64_t key)
 	return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40);
 }
 
-static struct shim_rgn *shim_ctx_rgn_table(const struct shim_ctx *ctx)
+static struct shim_rgn *shim_rgn_table(const struct shim_ctx *ctx)
 {
 	return (struct shim_rgn *)((uint8_t *)ctx->map + ctx->rgn_off);
 }
 
 /* The owner's slot of key: its index, or -1 (and *free_slot the first
  * free one of its probe sequence, -1 when none). */
-static int shim_ctx_rgn_find(const struct shim_ctx *ctx, uint64_t key, int *free_slot)
+static int shim_rgn_find(const struct shim_ctx *ctx, uint64_t key, int *free_slot)
 {
 	uint32_t mask = ctx->rgn_cnt - 1, h = shim_rgn_hash(key);
 
@@ -75,8 +75,8 @@ static int shim_ctx_rgn_find(const struct shim_ctx *ctx, uint64_t key, int *free
 	return -1;
 }
 
-int shim_ctx_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, const void *base,
-			 uint64_t len, uint32_t access)
+int shim_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, const void *base,
+		     uint64_t len, uint32_t access)
 {
 	struct shim_rgn *e;
 	uint32_t seq;
@@ -86,11 +86,11 @@ int shim_ctx_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, con
 		return -EINVAL;
 	if (!ctx->rgn_cnt)
 		return -ENOSPC;
-	if (shim_ctx_rgn_find(ctx, key, &slot) >= 0)
+	if (shim_rgn_find(ctx, key, &slot) >= 0)
 		return -EEXIST;
 	if (slot < 0)
 		return -ENOSPC;
-	e = &shim_ctx_rgn_table(ctx)[slot];
+	e = &shim_rgn_table(ctx)[slot];
 	seq = ctx->rgn_seq[slot] | 1u; /* odd: being changed (0 the first time) */
 	atomic_store_explicit(&e->seq, seq, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
@@ -108,7 +108,7 @@ int shim_ctx_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, con
 	return 0;
 }
 
-int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key)
+int shim_rgn_retract(struct shim_ctx *ctx, uint64_t key)
 {
 	struct shim_claim *tab;
 	struct shim_rgn *e;
@@ -118,9 +118,9 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key)
 
 	if (!ctx)
 		return -EINVAL;
-	if (!ctx->rgn_cnt || (slot = shim_ctx_rgn_find(ctx, key, &unused)) < 0)
+	if (!ctx->rgn_cnt || (slot = shim_rgn_find(ctx, key, &unused)) < 0)
 		return -ENOENT;
-	e = &shim_ctx_rgn_table(ctx)[slot];
+	e = &shim_rgn_table(ctx)[slot];
 	old = ctx->rgn_seq[slot];
 	ctx->rgn_seq[slot] = old + 1u;
 	atomic_store_explicit(&e->seq, old + 1u, memory_order_seq_cst);
@@ -140,11 +140,12 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key)
 			if (!shim_claim_alive(ctx, i))
 				break; /* its holder is gone, and its copy with it */
 			if (now >= deadline) {
-				shim_warn(ctx->dev,
-					  "a peer copying with region key 0x%llx did not finish in "
-					  "%llu s: retracted anyway\n",
-					  (unsigned long long)key,
-					  (unsigned long long)(SHIM_RGN_WAIT_NS / 1000000000ull));
+				shim_trust_warn(
+					ctx->dev,
+					"a peer copying with region key 0x%llx did not finish in "
+					"%llu s: retracted anyway\n",
+					(unsigned long long)key,
+					(unsigned long long)(SHIM_RGN_WAIT_NS / 1000000000ull));
 				return -ETIMEDOUT;
 			}
 			sched_yield();
@@ -158,7 +159,7 @@ static uint32_t shim_rgn_now_ms(void)
 	return (uint32_t)(shim_now_ns() / 1000000ull);
 }
 
-bool shim_peer_owner_polling(const struct shim_peer *peer, uint32_t within_ms)
+bool shim_rgn_owner_polling(const struct shim_peer *peer, uint32_t within_ms)
 {
 	const struct shim_peer_priv *pp = (const struct shim_peer_priv *)peer;
 	uint32_t then;
@@ -180,7 +181,7 @@ struct shim_rgn_view {
 
 /* The peer's region table entry of key, copied into *out between two equal
  * even reads of its seq: its slot, or -1 when none is published. */
-static int shim_peer_rgn_lookup(const struct shim_peer_priv *pp, uint64_t key,
+static int shim_rgn_peer_lookup(const struct shim_peer_priv *pp, uint64_t key,
 				struct shim_rgn_view *out, uint32_t *seqp)
 {
 	const struct shim_rgn *tab =
@@ -213,7 +214,7 @@ static int shim_peer_rgn_lookup(const struct shim_peer_priv *pp, uint64_t key,
 	return -1;
 }
 
-ssize_t shim_peer_rgn_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
+ssize_t shim_rgn_peer_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
 			   const struct iovec *liov, size_t lcnt, size_t len, bool write)
 {
 	struct shim_peer_priv *pp = (struct shim_peer_priv *)peer;
@@ -232,7 +233,7 @@ ssize_t shim_peer_rgn_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
 		return -ENOENT; /* no table (another minor), or no slot to say we copy */
 	if (shim_peer_cma_pid(peer, &pid))
 		return -ESRCH; /* no verified process: the udp wire, another pid namespace */
-	slot = shim_peer_rgn_lookup(pp, key, &e, &seq);
+	slot = shim_rgn_peer_lookup(pp, key, &e, &seq);
 	if (slot < 0)
 		return -ENOENT;
 	/* the copy is checked, overflow-safe, the offset first */

@@ -215,7 +215,7 @@ int shim_sdma_submit(struct shim_sdma *eng, struct shim_peer *peer, const struct
 	memset(d, 0, sizeof(*d));
 	d->peer = peer;
 	d->req = *req;
-	ret = shim_sdma_step(d, E0_SUBMIT);
+	ret = shim_sdma_step(d, SHIM_SDMA_E0_SUBMIT);
 	if (ret)
 		return ret;
 	eng->submitted++;
@@ -252,13 +252,13 @@ static void shim_sdma_gather(struct shim_sdma_desc *d, uint8_t *dst, uint32_t n)
  * check that someone will ever drain the peer. */
 static void shim_sdma_no_credit(struct shim_sdma_desc *d)
 {
-	if (shim_sdma_step(d, E3_NO_CREDIT))
+	if (shim_sdma_step(d, SHIM_SDMA_E3_NO_CREDIT))
 		return;
 	if (++d->credit_polls % SHIM_SDMA_ALIVE_EVERY)
 		return;
 	if (!shim_peer_alive(d->peer)) {
 		d->status = -EPIPE;
-		shim_sdma_step(d, E6_PEER_GONE);
+		shim_sdma_step(d, SHIM_SDMA_E6_PEER_GONE);
 	}
 }
 
@@ -271,7 +271,7 @@ static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 
 	if (d->sent == d->req.len) {
 		/* zero length: complete without a packet */
-		shim_sdma_step(d, E5_LAST_SENT);
+		shim_sdma_step(d, SHIM_SDMA_E5_LAST_SENT);
 		return 0;
 	}
 	while (npkts < budget) {
@@ -291,11 +291,11 @@ static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 			/* -EMSGSIZE: the peer's eager ring cannot hold one
 			 * packet of its own MTU; it never will */
 			d->status = ret;
-			shim_sdma_step(d, E6_PEER_GONE);
+			shim_sdma_step(d, SHIM_SDMA_E6_PEER_GONE);
 			return npkts;
 		}
 		if (d->state == SHIM_SDMA_S3_WAIT_CREDIT) {
-			shim_sdma_step(d, E4_CREDIT_BACK);
+			shim_sdma_step(d, SHIM_SDMA_E4_CREDIT_BACK);
 			d->credit_polls = 0;
 		}
 		shim_sdma_gather(d, r.egr, chunk);
@@ -309,10 +309,10 @@ static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 		d->sent += chunk;
 		npkts++;
 		if (d->sent == d->req.len) {
-			shim_sdma_step(d, E5_LAST_SENT);
+			shim_sdma_step(d, SHIM_SDMA_E5_LAST_SENT);
 			return npkts;
 		}
-		shim_sdma_step(d, E2_PKT_SENT);
+		shim_sdma_step(d, SHIM_SDMA_E2_PKT_SENT);
 	}
 	return npkts;
 }
@@ -343,7 +343,7 @@ int shim_sdma_progress(struct shim_sdma *eng)
 		struct shim_sdma_desc *d = &eng->desc[pos & eng->mask];
 
 		if (d->state == SHIM_SDMA_S1_QUEUED)
-			shim_sdma_step(d, E1_START);
+			shim_sdma_step(d, SHIM_SDMA_E1_START);
 		if (d->state == SHIM_SDMA_S2_RUNNING || d->state == SHIM_SDMA_S3_WAIT_CREDIT)
 			npkts += shim_sdma_run(d, SHIM_SDMA_BUDGET - npkts);
 		if (d->state != SHIM_SDMA_S4_DONE && d->state != SHIM_SDMA_S5_ERROR)
@@ -370,7 +370,7 @@ int shim_sdma_reap(struct shim_sdma *eng, uint64_t *cookie, int *status)
 	/* S4/S5 -> S0.  Even if the step were refused (an engine bug), the
 	 * slot is freed: the counters already say it is, and a slot stuck
 	 * outside S0 would make every later submit fail. */
-	shim_sdma_step(d, E7_REAPED);
+	shim_sdma_step(d, SHIM_SDMA_E7_REAPED);
 	d->state = SHIM_SDMA_S0_FREE;
 	d->peer = NULL;
 	eng->reaped++;

@@ -36,7 +36,7 @@ const struct shim_wire_ops shim_shm_wire = {
 	.wake = shim_shm_wake,
 };
 
-static bool shim_pow2(uint64_t v)
+static bool shim_shm_pow2(uint64_t v)
 {
 	return v && !(v & (v - 1));
 }
@@ -61,8 +61,8 @@ static int shim_shm_ctl_check(const struct shim_rcv_ctl *s, uint32_t ready, size
 		return -EPROTO;
 	if (s->jkey != jkey)
 		return -EACCES; /* another job: refused before the first packet */
-	if (!shim_pow2(s->hdrq_cnt) || s->hdrq_cnt < 64 || s->hdrq_cnt > 65536 ||
-	    !shim_pow2(s->egr_blocks) || s->egr_blocks > SHIM_RHF_EGRIDX_MASK + 1u ||
+	if (!shim_shm_pow2(s->hdrq_cnt) || s->hdrq_cnt < 64 || s->hdrq_cnt > 65536 ||
+	    !shim_shm_pow2(s->egr_blocks) || s->egr_blocks > SHIM_RHF_EGRIDX_MASK + 1u ||
 	    s->mtu < SHIM_BLOCK || s->mtu > SHIM_MTU_MAX || s->mtu % SHIM_BLOCK)
 		return -EPROTO;
 	if (s->claim_cnt == 0 || s->claim_cnt > SHIM_CLAIM_SLOTS)
@@ -81,7 +81,7 @@ static int shim_shm_ctl_check(const struct shim_rcv_ctl *s, uint32_t ready, size
 		return -EPROTO;
 	/* a region table (minor 2) after the claim table, or none */
 	if (s->rgn_cnt &&
-	    (!shim_pow2(s->rgn_cnt) || s->rgn_cnt > SHIM_RGN_SLOTS || s->rgn_off % SHIM_BLOCK ||
+	    (!shim_shm_pow2(s->rgn_cnt) || s->rgn_cnt > SHIM_RGN_SLOTS || s->rgn_off % SHIM_BLOCK ||
 	     s->rgn_off < s->claim_off + claim_bytes ||
 	     !shim_range_ok(s->rgn_off, (uint64_t)s->rgn_cnt * sizeof(struct shim_rgn),
 			    s->seg_size)))
@@ -100,7 +100,7 @@ static void shim_shm_owner_record(struct shim_peer_priv *pp, const struct shim_r
 	pp->owner_pid = 0;
 	pp->owner_start = 0;
 	pp->owner_pidfd = -1;
-	if (pid <= 0 || !start || shim_proc_starttime(pid, &now) || now != start)
+	if (pid <= 0 || !start || shim_dev_proc_starttime(pid, &now) || now != start)
 		return; /* gone, recycled, or in another pid namespace */
 	pp->owner_pid = pid;
 	pp->owner_start = start;
@@ -109,7 +109,7 @@ static void shim_shm_owner_record(struct shim_peer_priv *pp, const struct shim_r
 	 * one cheap syscall around every copy instead of a /proc read, and a
 	 * live process's pid cannot have been recycled. */
 	pp->owner_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pp->owner_pidfd >= 0 && (shim_proc_starttime(pid, &now) || now != start)) {
+	if (pp->owner_pidfd >= 0 && (shim_dev_proc_starttime(pid, &now) || now != start)) {
 		close(pp->owner_pidfd);
 		pp->owner_pidfd = -1;
 		pp->owner_pid = 0; /* recycled in between: not the process we checked */
@@ -136,11 +136,11 @@ int shim_shm_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
 		return -EINVAL;
 	if (addr->uid != (uint32_t)geteuid())
 		return -EACCES; /* the trust boundary is the uid */
-	ret = shim_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
+	ret = shim_dev_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
 	if (ret)
 		return ret;
 	/* no symlink, a regular file of ours, 0600: checked on the fd */
-	fd = shim_seg_open_checked(name, &st);
+	fd = shim_trust_seg_open_checked(name, &st);
 	if (fd < 0)
 		return fd;
 	if (st.st_size == 0) {
@@ -166,7 +166,7 @@ int shim_shm_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
 		ret = -errno;
 	if (ret)
 		goto err_unmap;
-	shim_prefault(ctl, len);
+	shim_dev_prefault(ctl, len);
 
 	pp = calloc(1, sizeof(*pp));
 	if (!pp) {
@@ -191,8 +191,8 @@ int shim_shm_peer_open(struct shim_dev *dev, const struct shim_addr *addr,
 		free(pp);
 		goto err_unmap;
 	}
-	shim_name_wake(&pp->wake_addr, &pp->wake_len, addr->uid, addr->unit, addr->ctx,
-		       addr->nonce);
+	shim_dev_name_wake(&pp->wake_addr, &pp->wake_len, addr->uid, addr->unit, addr->ctx,
+			   addr->nonce);
 	p = &pp->pub;
 	p->ctl = ctl;
 	p->hdrq = (void *)((uint8_t *)ctl + snap.hdrq_off);
@@ -248,8 +248,8 @@ static bool shim_shm_alive(const struct shim_peer_priv *pp)
 	 * dies: no pid involved, so PID namespaces cannot fool it.  An
 	 * error means we cannot tell: alive. */
 	if (pp->owner_lock)
-		return shim_seg_lock_probe(pp->seg_fd) != 0;
-	return !shim_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start); /* older shim */
+		return shim_trust_seg_lock_probe(pp->seg_fd) != 0;
+	return !shim_dev_proc_gone((pid_t)ctl->owner_pid, ctl->owner_start); /* older shim */
 }
 
 static void shim_shm_wake(struct shim_peer_priv *pp)
@@ -281,10 +281,10 @@ int shim_shm_jkey(struct shim_dev *dev, const struct shim_addr *addr, uint16_t *
 		return -EINVAL;
 	if (addr->uid != (uint32_t)geteuid())
 		return -EACCES;
-	ret = shim_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
+	ret = shim_dev_name_segment(name, sizeof(name), addr->uid, addr->unit, addr->ctx);
 	if (ret)
 		return ret;
-	fd = shim_seg_open_checked(name, &st);
+	fd = shim_trust_seg_open_checked(name, &st);
 	if (fd < 0)
 		return fd;
 	if ((size_t)st.st_size < sizeof(*ctl)) {

@@ -203,7 +203,7 @@ int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr)
 /* ---------------------------------------------------------------------
  * The address of a context, from its control block.
  */
-int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr)
+int shim_svc_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr)
 {
 	char name[SHIM_NAME_MAX];
 	const struct shim_rcv_ctl *ctl;
@@ -220,7 +220,7 @@ int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct sh
 	}
 	if (unit < 0)
 		return -ENOENT;
-	ret = shim_name_segment(name, sizeof(name), (uint32_t)geteuid(), (unsigned)unit, ctx);
+	ret = shim_dev_name_segment(name, sizeof(name), (uint32_t)geteuid(), (unsigned)unit, ctx);
 	if (ret)
 		return ret;
 	fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);

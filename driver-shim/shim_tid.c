@@ -4,7 +4,7 @@
  *
  * A receive context registers buffer ranges of its own process and hands
  * the handles to senders; a packet flagged SHIM_RHF_TID names a handle and
- * a byte offset, and shim_ctx_tid_place() copies its payload there.
+ * a byte offset, and shim_tid_place() copies its payload there.
  *
  * The table is private to the owning process (it is never in the shared
  * segment: a sender must not be able to point it at arbitrary memory), so
@@ -439,7 +439,7 @@ void shim_tid_stats(const struct shim_ctx *ctx, struct shim_tid_stats *st)
 	st->in_use = t->in_use;
 }
 
-int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
+int shim_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e)
 {
 	struct shim_rhq_entry view;
 	struct shim_tid_ent *te;

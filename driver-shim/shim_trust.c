@@ -34,7 +34,7 @@
 
 #include "shim_internal.h"
 
-void shim_warn(const struct shim_dev *dev, const char *fmt, ...)
+void shim_trust_warn(const struct shim_dev *dev, const char *fmt, ...)
 {
 	char msg[256];
 	va_list ap;
@@ -47,7 +47,7 @@ void shim_warn(const struct shim_dev *dev, const char *fmt, ...)
 	dev->params.warn(msg);
 }
 
-int shim_seg_check(int fd, struct stat *st)
+int shim_trust_seg_check(int fd, struct stat *st)
 {
 	struct stat tmp;
 
@@ -60,14 +60,14 @@ int shim_seg_check(int fd, struct stat *st)
 	return 0;
 }
 
-int shim_seg_open_checked(const char *name, struct stat *st)
+int shim_trust_seg_open_checked(const char *name, struct stat *st)
 {
 	int fd, ret;
 
 	fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == ELOOP ? -EACCES : -errno; /* ELOOP: a symlink */
-	ret = shim_seg_check(fd, st);
+	ret = shim_trust_seg_check(fd, st);
 	if (ret) {
 		close(fd);
 		return ret;
@@ -75,7 +75,7 @@ int shim_seg_open_checked(const char *name, struct stat *st)
 	return fd;
 }
 
-static void shim_seg_flock_init(struct flock *fl)
+static void shim_trust_seg_flock_init(struct flock *fl)
 {
 	memset(fl, 0, sizeof(*fl));
 	fl->l_type = F_WRLCK;
@@ -86,33 +86,33 @@ static void shim_seg_flock_init(struct flock *fl)
 }
 
 /* Never F_OFD_SETLKW: whoever holds a lock we want, we do not wait on it. */
-int shim_seg_lock(int fd)
+int shim_trust_seg_lock(int fd)
 {
 	struct flock fl;
 
-	shim_seg_flock_init(&fl);
+	shim_trust_seg_flock_init(&fl);
 	if (fcntl(fd, F_OFD_SETLK, &fl) < 0)
 		return errno == EACCES || errno == EAGAIN ? -EAGAIN : -errno;
 	return 0;
 }
 
-int shim_seg_lock_probe(int fd)
+int shim_trust_seg_lock_probe(int fd)
 {
 	struct flock fl;
 
-	shim_seg_flock_init(&fl);
+	shim_trust_seg_flock_init(&fl);
 	if (fcntl(fd, F_OFD_GETLK, &fl) < 0)
 		return -errno;
 	return fl.l_type != F_UNLCK;
 }
 
-int shim_wake_dir_check(uint32_t uid)
+int shim_trust_wake_dir_check(uint32_t uid)
 {
 	char dir[SHIM_NAME_MAX];
 	struct stat st;
 	int fd, ret = 0;
 
-	shim_name_wake_dir(dir, sizeof(dir), uid);
+	shim_dev_name_wake_dir(dir, sizeof(dir), uid);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -57,7 +57,7 @@
  * counts) into its own slot; the CAS has release order, so a consumer
  * that reads a tail beyond the hole with acquire order also reads the
  * intent of whoever claimed the hole.  When the head stays unpublished
- * past a grace period (shim_rx_recover(), slow path), the consumer looks
+ * past a grace period (shim_claim_rx_recover(), slow path), the consumer looks
  * for the claims that cover the head: if one belongs to a live sender it
  * keeps waiting; if only dead ones do, it publishes the rest of the dead
  * reservation itself as SHIM_RHF_ERR_DEAD entries, the last one carrying

@@ -208,9 +208,9 @@ int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid);
  * 0 once no peer can be copying with it any more (-ETIMEDOUT after
  * 10 s of a live peer still copying), -ENOENT when not published.
  * Calls on one context are not concurrent (the provider's lock). */
-int shim_ctx_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, const void *base,
-			 uint64_t len, uint32_t access);
-int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key);
+int shim_rgn_publish(struct shim_ctx *ctx, uint64_t key, uint64_t raddr, const void *base,
+		     uint64_t len, uint32_t access);
+int shim_rgn_retract(struct shim_ctx *ctx, uint64_t key);
 /* Peer: copy len bytes between the local liov and [raddr, raddr + len) of
  * the peer's region key, written into it (write) or read from it, with
  * one Cross Memory Attach call into the process the shim verified.
@@ -219,21 +219,22 @@ int shim_ctx_rgn_retract(struct shim_ctx *ctx, uint64_t key);
  * process (udp wire, another pid namespace, gone), -EFAULT a short copy,
  * -EPERM and other errnos from the kernel.  On any error the caller
  * sends the operation through the owner, which gives its own verdict. */
-ssize_t shim_peer_rgn_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
+ssize_t shim_rgn_peer_copy(struct shim_peer *peer, uint64_t key, uint64_t raddr,
 			   const struct iovec *liov, size_t lcnt, size_t len, bool write);
 /* Whether the owner of a shm peer polled within the last within_ms
- * milliseconds (ctl->polled_ms: shim_rx_recover notes each empty poll)
- * and is not asleep in a blocking wait (true for any other peer: nothing
+ * milliseconds (ctl->polled_ms: shim_claim_rx_recover notes each empty
+ * poll) and is not asleep in a blocking wait (true for any other peer: nothing
  * to tell). */
-bool shim_peer_owner_polling(const struct shim_peer *peer, uint32_t within_ms);
+bool shim_rgn_owner_polling(const struct shim_peer *peer, uint32_t within_ms);
 void shim_peer_wake(struct shim_peer *peer);        /* slow path of publish */
 
-/* Receive-side recovery, slow path (call when polling finds nothing):
- * if the head has been a hole for longer than a grace period and only
- * dead senders' claims cover it, fill the dead reservation with
- * SHIM_RHF_ERR_DEAD entries.  Returns the number of entries filled (the
- * caller polls again), 0 when there is nothing to do yet. */
-int shim_rx_recover(struct shim_ctx *ctx);
+/* Receive-side recovery (shim_claim.c), slow path (call when polling
+ * finds nothing): if the head has been a hole for longer than a grace
+ * period and only dead senders' claims cover it, fill the dead
+ * reservation with SHIM_RHF_ERR_DEAD entries.  Returns the number of
+ * entries filled (the caller polls again), 0 when there is nothing to do
+ * yet. */
+int shim_claim_rx_recover(struct shim_ctx *ctx);
 /* Service registry (shim_svc.c): the endpoint that serves a port (host
  * order) for this uid on this host, so fi_getinfo(node, service) names
  * an endpoint the way IP does.  claim: 0, -EADDRINUSE while a live
@@ -247,15 +248,15 @@ int shim_svc_lookup(struct shim_dev *dev, uint16_t port, struct shim_addr *addr)
  * (from the context's own control block: the shim's record, not a
  * packet's word): 0, or -ENOENT when there is none.  ipv4/udp_port stay
  * 0: they are the owner's choice and not recorded there. */
-int shim_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr);
-/* This host's IPv4 address (network order): the first interface that is
- * up and not loopback, else 127.0.0.1; and whether ipv4 is one of ours
- * (any loopback address is). */
-uint32_t shim_host_ipv4(void);
-bool shim_host_has_ipv4(uint32_t ipv4);
+int shim_svc_addr_lookup(struct shim_dev *dev, uint16_t lid, uint16_t ctx, struct shim_addr *addr);
+/* This host's IPv4 address (shim_dev.c; network order): the first
+ * interface that is up and not loopback, else 127.0.0.1; and whether
+ * ipv4 is one of ours (any loopback address is). */
+uint32_t shim_dev_host_ipv4(void);
+bool shim_dev_host_has_ipv4(uint32_t ipv4);
 
-/* Error mapping from the shim's -errno to strings for logs. */
-const char *shim_strerror(int err);
+/* Error mapping from the shim's -errno to strings for logs (shim_dev.c). */
+const char *shim_dev_strerror(int err);
 
 /* CRC32C (shim_crc.c): the udp wire's datagram CRC and the provider's
  * packet checksum.  shim_crc32c chains (crc of a buffer = crc over its

@@ -54,7 +54,7 @@ int shim_tid_invalidate(struct shim_ctx *ctx, const void *buf, size_t len);
 void shim_tid_stats(const struct shim_ctx *ctx, struct shim_tid_stats *st);
 /* Place the payload of a SHIM_RHF_TID entry: 0, or -EINVAL (unknown or
  * stale handle, range outside the registration: the caller drops it). */
-int shim_ctx_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e);
+int shim_tid_place(struct shim_ctx *ctx, const struct shim_rhq_entry *e);
 
 /* ---------------------------------------------------------------------
  * SDMA engine (sender side, one per endpoint).  A request is a header

@@ -124,7 +124,7 @@ int opx_addr_sin_check(const void *addr, size_t len, bool need_port, const char 
 void opx_addr_unresolved(uint64_t host_id, uint32_t ipv4, uint16_t port, struct shim_addr *a)
 {
 	memset(a, 0, sizeof(*a));
-	a->host_id = shim_host_has_ipv4(ipv4) ? host_id : 0;
+	a->host_id = shim_dev_host_has_ipv4(ipv4) ? host_id : 0;
 	a->ipv4 = ipv4;
 	a->udp_port = port;
 	a->uid = (uint32_t)geteuid();

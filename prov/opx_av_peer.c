@@ -33,7 +33,7 @@ int opx_av_src_addr(struct shim_dev *dev, struct shim_ctx *ctx, uint16_t lid, ui
 	for (struct shim_peer *p = shim_udp_next(ctx, NULL); p; p = shim_udp_next(ctx, p))
 		if (!shim_udp_peer_addr(p, a) && a->lid == lid && a->ctx == sctx)
 			return 0;
-	return shim_addr_lookup(dev, lid, sctx, a) ? -ENOENT : 0;
+	return shim_svc_addr_lookup(dev, lid, sctx, a) ? -ENOENT : 0;
 }
 
 /* A peer on the udp wire that spoke to us already is known in full (a
@@ -86,7 +86,7 @@ int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct shim_add
 	rc = shim_svc_lookup(dev, port, out);
 	if (rc) {
 		OPX_WARN(FI_LOG_AV, "insert: no endpoint serves port %u on this host: %s\n",
-			 (unsigned)port, shim_strerror(rc));
+			 (unsigned)port, shim_dev_strerror(rc));
 		return -FI_EADDRNOTAVAIL;
 	}
 	return 0;
@@ -209,7 +209,7 @@ static int opx_av_peer_open_slow(struct opx_av *av, fi_addr_t addr, struct shim_
 	if (ret) {
 		e->peer = NULL;
 		OPX_WARN(FI_LOG_AV, "cannot reach fi_addr %" PRIu64 " (lid %u ctx %u): %s\n", addr,
-			 e->addr.lid, e->addr.ctx, shim_strerror(ret));
+			 e->addr.lid, e->addr.ctx, shim_dev_strerror(ret));
 		return opx_init_err_from_shim(ret);
 	}
 	*peer = e->peer;

@@ -179,7 +179,7 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info,
 	    (info->addr_format != FI_ADDR_OPX && info->addr_format != FI_FORMAT_UNSPEC))
 		src = NULL;
 	if (src) {
-		ip = src->ipv4 && shim_host_has_ipv4(src->ipv4) ? src->ipv4 : 0;
+		ip = src->ipv4 && shim_dev_host_has_ipv4(src->ipv4) ? src->ipv4 : 0;
 		port = src->udp_port;
 	}
 	if (at && !at->first) {
@@ -218,7 +218,7 @@ static int opx_ep_claim_src(struct opx_ep *ep, const struct fi_info *info,
 	rc = shim_svc_claim(ep->domain->fabric->dev, ntohs(src->udp_port), &name);
 	if (rc) {
 		OPX_WARN(FI_LOG_EP_CTRL, "cannot claim service port %u: %s\n",
-			 (unsigned)ntohs(src->udp_port), shim_strerror(rc));
+			 (unsigned)ntohs(src->udp_port), shim_dev_strerror(rc));
 		return opx_init_err_from_shim(rc);
 	}
 	ep->svc_port = ntohs(src->udp_port);
@@ -242,7 +242,7 @@ static int opx_ep_claim_sock(struct opx_ep *ep, const struct fi_info *info)
 		if (opx_addr_sin_check(info->src_addr, info->src_addrlen, false, "fi_endpoint src_addr"))
 			return -FI_EINVAL;
 		opx_addr_from_sin(0, info->src_addr, &src);
-		if (src.ipv4 && !shim_host_has_ipv4(src.ipv4)) {
+		if (src.ipv4 && !shim_dev_host_has_ipv4(src.ipv4)) {
 			OPX_WARN(FI_LOG_EP_CTRL, "src_addr %s is not an address of this host\n",
 				 inet_ntoa((struct in_addr){.s_addr = src.ipv4}));
 			return -FI_EADDRNOTAVAIL;
@@ -267,7 +267,7 @@ static int opx_ep_claim_sock(struct opx_ep *ep, const struct fi_info *info)
 		/* a live endpoint of ours serves the port without a socket on
 		 * it (a shm-only one), or on another address of this host */
 		OPX_WARN(FI_LOG_EP_CTRL, "cannot serve port %u to this host's peers: %s\n",
-			 (unsigned)port, shim_strerror(rc));
+			 (unsigned)port, shim_dev_strerror(rc));
 		return opx_init_err_from_shim(rc);
 	}
 	ep->svc_port = port;
@@ -738,7 +738,7 @@ int opx_ep_create(struct opx_domain *domain, const struct fi_info *info,
 	if (rc) {
 		if (!at || at->first)
 			OPX_WARN(FI_LOG_EP_CTRL, "no receive context on unit %d: %s\n",
-				 domain->unit, shim_strerror(rc));
+				 domain->unit, shim_dev_strerror(rc));
 		free(ep);
 		return opx_init_err_from_shim(rc);
 	}

@@ -84,7 +84,7 @@ static int opx_info_probe(struct opx_info_dev *d)
 		d->udp_ip = 0;
 	shim_dev_close(dev);
 	if (ret < 0) {
-		OPX_WARN(FI_LOG_CORE, "no active unit: %s\n", shim_strerror(ret));
+		OPX_WARN(FI_LOG_CORE, "no active unit: %s\n", shim_dev_strerror(ret));
 		return opx_init_err_from_shim(ret);
 	}
 	d->unit = ret;
@@ -605,7 +605,7 @@ static int opx_info_addrs(struct fi_info *fi, const char *node, const char *serv
 	} else {
 		memset(&a, 0, sizeof(a));
 		a.host_id = host_id;
-		a.ipv4 = source && node ? ipv4 : shim_host_ipv4();
+		a.ipv4 = source && node ? ipv4 : shim_dev_host_ipv4();
 		a.udp_port = source ? htons(port) : 0;
 		a.unit = (uint8_t)unit;
 		a.uid = (uint32_t)geteuid();
@@ -674,7 +674,7 @@ static int opx_info_addrs_sock(struct fi_info *fi, const char *node, const char 
 		opx_addr_unresolved(0, source && node ? ipv4 : d->udp_ip, source ? htons(port) : 0,
 				    &src);
 	}
-	if (src.ipv4 && !shim_host_has_ipv4(src.ipv4)) {
+	if (src.ipv4 && !shim_dev_host_has_ipv4(src.ipv4)) {
 		OPX_INFO(FI_LOG_CORE, "src_addr %s is not an address of this host\n",
 			 inet_ntoa((struct in_addr){.s_addr = src.ipv4}));
 		return -FI_ENODATA;

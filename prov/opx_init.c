@@ -282,7 +282,7 @@ int opx_init_err_from_shim(int err)
 	default:
 		if (!atomic_exchange(&warned, 1))
 			OPX_WARN(FI_LOG_CORE, "unexpected shim error %d (%s), reported as FI_EOTHER\n",
-				 err, shim_strerror(err));
+				 err, shim_dev_strerror(err));
 		return -FI_EOTHER;
 	}
 }

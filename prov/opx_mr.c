@@ -144,13 +144,13 @@ static void opx_mr_rgn_publish(struct opx_ep *ep, struct opx_mr *mr)
 	uint64_t raddr = opx_mr_virt_addr(mr->domain) ? (uint64_t)(uintptr_t)base : 0;
 
 	if (access)
-		(void)shim_ctx_rgn_publish(ep->shim, mr->mr_fid.key, raddr, base, mr->len, access);
+		(void)shim_rgn_publish(ep->shim, mr->mr_fid.key, raddr, base, mr->len, access);
 }
 
 static void opx_mr_rgn_retract(struct opx_ep *ep, struct opx_mr *mr)
 {
 	if (opx_mr_rgn_access(mr))
-		(void)shim_ctx_rgn_retract(ep->shim, mr->mr_fid.key);
+		(void)shim_rgn_retract(ep->shim, mr->mr_fid.key);
 }
 
 /* Every region of the domain, in or out of one endpoint's table. */

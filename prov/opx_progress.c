@@ -95,7 +95,7 @@ void opx_progress_locked(struct opx_ep *ep)
 		/* it also tells peers that we poll: below their size
 		 * thresholds they copy one-sided data by themselves only
 		 * while we do not (opx_rma.c) */
-		if (shim_rx_recover(ep->shim) > 0)
+		if (shim_claim_rx_recover(ep->shim) > 0)
 			return; /* filled: poll again */
 	}
 	if (ep->idle >= (uint32_t)opx_env.spin_count) {

@@ -159,12 +159,12 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 	 * that polls: one that computes (or sleeps) would leave the request
 	 * waiting for its next call into libfabric. */
 	if (len < min && (!opx_env.rma_direct_idle_ms ||
-			  shim_peer_owner_polling(peer, (uint32_t)opx_env.rma_direct_idle_ms)))
+			  shim_rgn_owner_polling(peer, (uint32_t)opx_env.rma_direct_idle_ms)))
 		return false;
 	ent = opx_rma_entry(ep, a->dest);
 	if (!ent || ent->rma_no_direct)
 		return false;
-	n = shim_peer_rgn_copy(peer, a->key, a->addr, a->iov, a->cnt, len, a->type == OPX_RT_WRITE);
+	n = shim_rgn_peer_copy(peer, a->key, a->addr, a->iov, a->cnt, len, a->type == OPX_RT_WRITE);
 	if (n != (ssize_t)len) {
 		/* a target we may not ptrace (Yama, not dumpable) stays so:
 		 * do not pay a refused system call on every operation */

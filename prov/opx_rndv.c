@@ -68,7 +68,7 @@
  *                              by opx_rndv_progress
  *                            else register TIDs, take, CTS out ---------------> PUSHED
  *                              (nothing to receive: complete, free at once)
- *   PUSHED + DATA (opx_rndv_rx_data)   placed by shim_ctx_tid_place, placed += paylen;
+ *   PUSHED + DATA (opx_rndv_rx_data)   placed by shim_tid_place, placed += paylen;
  *                                 placed == expect: complete, free
  *   SPLIT + WDONE (opx_rndv_rx_wdone)  OPX_WDONE_REFUSED: pull the sender's part, DONE out
  *                                 (the sender's second); then, whatever the status,
@@ -524,7 +524,7 @@ static int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
 	}
 	for (uint32_t i = 0; i < x->ntid; i++)
 		ours |= x->tid[i] == opx_proto_pw(h).tid.handle;
-	if (!ours || x->placed + h->paylen > x->expect || shim_ctx_tid_place(ep->shim, e)) {
+	if (!ours || x->placed + h->paylen > x->expect || shim_tid_place(ep->shim, e)) {
 		opx_drop_proto(ep, "DATA outside its receive");
 		return 0;
 	}

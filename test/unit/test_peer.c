@@ -146,7 +146,7 @@ static uint32_t tp_drain(struct shim_ctx *ctx, uint32_t src, uint32_t *next, uin
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 
 		if (!e) {
-			shim_rx_recover(ctx);
+			shim_claim_rx_recover(ctx);
 			sched_yield();
 			continue;
 		}
@@ -246,7 +246,7 @@ static void test_hole_live_sender_waits(void **state)
 	assert_int_equal(tp_send(other, 9, 0, 50), 0);
 	end = fx_now_ms() + 4 * SHIM_HOLE_GRACE_NS / 1000000u + 50;
 	while (fx_now_ms() < end) {
-		assert_int_equal(shim_rx_recover(ctx), 0);
+		assert_int_equal(shim_claim_rx_recover(ctx), 0);
 		assert_null(shim_rx_peek(rx));
 		usleep(2000);
 	}

@@ -87,7 +87,7 @@ static ssize_t t_copy(struct t_pair *t, uint64_t key, uint64_t raddr, void *buf,
 {
 	struct iovec v = {buf, len};
 
-	return shim_peer_rgn_copy(t->peer, key, raddr, &v, 1, len, write);
+	return shim_rgn_peer_copy(t->peer, key, raddr, &v, 1, len, write);
 }
 
 /* Range, access and key, swept +-1 byte around the region's ends. */
@@ -100,14 +100,12 @@ static void test_rgn_checked(void **state)
 	struct t_pair t;
 
 	t_pair_open(&t);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 7, base, region, N,
-					      SHIM_RGN_READ | SHIM_RGN_WRITE),
-			 0);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 7, base, region, N, SHIM_RGN_READ),
-			 -EEXIST);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 8, 0, ro, N, SHIM_RGN_READ), 0);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 9, 0, ro, N, 0), -EINVAL);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 9, 0, ro, 0, SHIM_RGN_READ), -EINVAL);
+	assert_int_equal(
+		shim_rgn_publish(t.owner, 7, base, region, N, SHIM_RGN_READ | SHIM_RGN_WRITE), 0);
+	assert_int_equal(shim_rgn_publish(t.owner, 7, base, region, N, SHIM_RGN_READ), -EEXIST);
+	assert_int_equal(shim_rgn_publish(t.owner, 8, 0, ro, N, SHIM_RGN_READ), 0);
+	assert_int_equal(shim_rgn_publish(t.owner, 9, 0, ro, N, 0), -EINVAL);
+	assert_int_equal(shim_rgn_publish(t.owner, 9, 0, ro, 0, SHIM_RGN_READ), -EINVAL);
 
 	/* inside: every byte lands where it should, nothing else moves */
 	memset(buf, 0xa5, sizeof(buf));
@@ -150,11 +148,11 @@ static void test_rgn_checked(void **state)
 	assert_int_equal(t_copy(&t, 6, 0, buf, 8, true), -ENOENT);
 
 	/* retracted: gone; published again elsewhere: the new memory only */
-	assert_int_equal(shim_ctx_rgn_retract(t.owner, 7), 0);
-	assert_int_equal(shim_ctx_rgn_retract(t.owner, 7), -ENOENT);
+	assert_int_equal(shim_rgn_retract(t.owner, 7), 0);
+	assert_int_equal(shim_rgn_retract(t.owner, 7), -ENOENT);
 	memset(region, 0, N);
 	assert_int_equal(t_copy(&t, 7, base, buf, 8, true), -ENOENT);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 7, base, other, N, SHIM_RGN_WRITE), 0);
+	assert_int_equal(shim_rgn_publish(t.owner, 7, base, other, N, SHIM_RGN_WRITE), 0);
 	assert_int_equal(t_copy(&t, 7, base, buf, 8, true), 8);
 	assert_int_equal(t_copy(&t, 7, base, buf, 8, false), -EACCES);
 	assert_memory_equal(other, buf, 8);
@@ -175,8 +173,8 @@ static void test_rgn_full(void **state)
 
 	t_pair_open(&t);
 	for (size_t k = 0; k < K; k++) {
-		int rc = shim_ctx_rgn_publish(t.owner, 1000 + k, 0, &cell[k], sizeof(cell[k]),
-					      SHIM_RGN_WRITE);
+		int rc = shim_rgn_publish(t.owner, 1000 + k, 0, &cell[k], sizeof(cell[k]),
+					  SHIM_RGN_WRITE);
 		assert_true(rc == 0 || rc == -ENOSPC);
 		pub[k] = rc == 0;
 		npub += pub[k];
@@ -190,7 +188,7 @@ static void test_rgn_full(void **state)
 		assert_int_equal(cell[k], pub[k] ? k + 1 : 0);
 	}
 	for (size_t k = 0; k < K; k++)
-		assert_int_equal(shim_ctx_rgn_retract(t.owner, 1000 + k), pub[k] ? 0 : -ENOENT);
+		assert_int_equal(shim_rgn_retract(t.owner, 1000 + k), pub[k] ? 0 : -ENOENT);
 	t_pair_close(&t);
 }
 
@@ -205,8 +203,8 @@ static void test_rgn_hostile_entry(void **state)
 	struct shim_rgn *tab, *e = NULL;
 
 	t_pair_open(&t);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 5, 0, region, sizeof(region),
-					      SHIM_RGN_READ | SHIM_RGN_WRITE),
+	assert_int_equal(shim_rgn_publish(t.owner, 5, 0, region, sizeof(region),
+					  SHIM_RGN_READ | SHIM_RGN_WRITE),
 			 0);
 	tab = (struct shim_rgn *)((uint8_t *)t.peer->ctl + t.owner->rgn_off);
 	for (uint32_t i = 0; i < SHIM_RGN_SLOTS; i++)
@@ -230,7 +228,7 @@ static void test_rgn_hostile_entry(void **state)
 	atomic_fetch_add(&e->seq, 1);
 	assert_int_equal(t_copy(&t, 5, 0, buf, 1, true), -ENOENT);
 	/* the owner goes by its private copy: the retract still finds it */
-	assert_int_equal(shim_ctx_rgn_retract(t.owner, 5), 0);
+	assert_int_equal(shim_rgn_retract(t.owner, 5), 0);
 	for (size_t i = 0; i < sizeof(region); i++)
 		assert_int_equal(region[i], 0);
 	t_pair_close(&t);
@@ -256,7 +254,7 @@ static void *t_copier_main(void *arg)
 		struct iovec v = {src, sizeof(src)};
 
 		memset(src, (int)(++n & 0xff) | 1, sizeof(src));
-		if (shim_peer_rgn_copy(c->peer, 11, 0, &v, 1, sizeof(src), true) ==
+		if (shim_rgn_peer_copy(c->peer, 11, 0, &v, 1, sizeof(src), true) ==
 		    (ssize_t)sizeof(src))
 			atomic_fetch_add(&c->done, 1);
 		else
@@ -282,13 +280,13 @@ static void test_rgn_retract_race(void **state)
 		uint64_t start = fx_now_ms(), before, refused;
 
 		memset(region, 0, sizeof(region));
-		assert_int_equal(shim_ctx_rgn_publish(t.owner, 11, 0, region, sizeof(region),
-						      SHIM_RGN_WRITE),
-				 0);
+		assert_int_equal(
+			shim_rgn_publish(t.owner, 11, 0, region, sizeof(region), SHIM_RGN_WRITE),
+			0);
 		before = atomic_load(&c.done);
 		while (atomic_load(&c.done) < before + 3)
 			assert_true(fx_now_ms() - start < T_WAIT_MS);
-		assert_int_equal(shim_ctx_rgn_retract(t.owner, 11), 0);
+		assert_int_equal(shim_rgn_retract(t.owner, 11), 0);
 		memcpy(snap, region, sizeof(region));
 		refused = atomic_load(&c.refused);
 		while (atomic_load(&c.refused) < refused + 3)
@@ -316,8 +314,7 @@ static void test_rgn_dead_copier(void **state)
 	pid_t pid;
 
 	t_pair_open(&t);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 21, 0, region, sizeof(region),
-					      SHIM_RGN_WRITE),
+	assert_int_equal(shim_rgn_publish(t.owner, 21, 0, region, sizeof(region), SHIM_RGN_WRITE),
 			 0);
 	tab = (struct shim_rgn *)((uint8_t *)t.owner->map + t.owner->rgn_off);
 	for (uint32_t i = 0; i < SHIM_RGN_SLOTS; i++)
@@ -342,7 +339,7 @@ static void test_rgn_dead_copier(void **state)
 	close(fds[0]);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	t0 = fx_now_ms();
-	assert_int_equal(shim_ctx_rgn_retract(t.owner, 21), 0);
+	assert_int_equal(shim_rgn_retract(t.owner, 21), 0);
 	assert_true(fx_now_ms() - t0 < 5000);
 	t_pair_close(&t);
 }
@@ -362,8 +359,8 @@ static void test_rgn_other_user(void **state)
 	if (geteuid() != 0)
 		skip();
 	t_pair_open(&t);
-	assert_int_equal(shim_ctx_rgn_publish(t.owner, 31, 0, region, sizeof(region),
-					      SHIM_RGN_READ | SHIM_RGN_WRITE),
+	assert_int_equal(shim_rgn_publish(t.owner, 31, 0, region, sizeof(region),
+					  SHIM_RGN_READ | SHIM_RGN_WRITE),
 			 0);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -388,7 +385,7 @@ static void test_rgn_other_user(void **state)
 	assert_int_equal(WEXITSTATUS(status), 0);
 	for (size_t i = 0; i < sizeof(region); i++)
 		assert_int_equal(region[i], 0);
-	assert_int_equal(shim_ctx_rgn_retract(t.owner, 31), 0);
+	assert_int_equal(shim_rgn_retract(t.owner, 31), 0);
 	t_pair_close(&t);
 }
 

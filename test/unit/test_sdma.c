@@ -51,7 +51,7 @@ static uint32_t t_drain(struct t_pair *t, int *place_err, struct t_log *log)
 
 	while (n < 4 * T_HDRQ && (e = shim_rx_peek(t->rx))) {
 		if (e->rhf & SHIM_RHF_TID) {
-			if (shim_ctx_tid_place(t->ctx, e))
+			if (shim_tid_place(t->ctx, e))
 				(*place_err)++;
 			if (e->hdr.paylen > T_MTU)
 				(*place_err)++;
@@ -118,18 +118,18 @@ static void test_sdma_states(void **state)
 		enum shim_sdma_event ev;
 		enum shim_sdma_state to;
 	} ok[] = {
-		{SHIM_SDMA_S0_FREE, E0_SUBMIT, SHIM_SDMA_S1_QUEUED},
-		{SHIM_SDMA_S1_QUEUED, E1_START, SHIM_SDMA_S2_RUNNING},
-		{SHIM_SDMA_S1_QUEUED, E6_PEER_GONE, SHIM_SDMA_S5_ERROR},
-		{SHIM_SDMA_S2_RUNNING, E2_PKT_SENT, SHIM_SDMA_S2_RUNNING},
-		{SHIM_SDMA_S2_RUNNING, E3_NO_CREDIT, SHIM_SDMA_S3_WAIT_CREDIT},
-		{SHIM_SDMA_S2_RUNNING, E5_LAST_SENT, SHIM_SDMA_S4_DONE},
-		{SHIM_SDMA_S2_RUNNING, E6_PEER_GONE, SHIM_SDMA_S5_ERROR},
-		{SHIM_SDMA_S3_WAIT_CREDIT, E3_NO_CREDIT, SHIM_SDMA_S3_WAIT_CREDIT},
-		{SHIM_SDMA_S3_WAIT_CREDIT, E4_CREDIT_BACK, SHIM_SDMA_S2_RUNNING},
-		{SHIM_SDMA_S3_WAIT_CREDIT, E6_PEER_GONE, SHIM_SDMA_S5_ERROR},
-		{SHIM_SDMA_S4_DONE, E7_REAPED, SHIM_SDMA_S0_FREE},
-		{SHIM_SDMA_S5_ERROR, E7_REAPED, SHIM_SDMA_S0_FREE},
+		{SHIM_SDMA_S0_FREE, SHIM_SDMA_E0_SUBMIT, SHIM_SDMA_S1_QUEUED},
+		{SHIM_SDMA_S1_QUEUED, SHIM_SDMA_E1_START, SHIM_SDMA_S2_RUNNING},
+		{SHIM_SDMA_S1_QUEUED, SHIM_SDMA_E6_PEER_GONE, SHIM_SDMA_S5_ERROR},
+		{SHIM_SDMA_S2_RUNNING, SHIM_SDMA_E2_PKT_SENT, SHIM_SDMA_S2_RUNNING},
+		{SHIM_SDMA_S2_RUNNING, SHIM_SDMA_E3_NO_CREDIT, SHIM_SDMA_S3_WAIT_CREDIT},
+		{SHIM_SDMA_S2_RUNNING, SHIM_SDMA_E5_LAST_SENT, SHIM_SDMA_S4_DONE},
+		{SHIM_SDMA_S2_RUNNING, SHIM_SDMA_E6_PEER_GONE, SHIM_SDMA_S5_ERROR},
+		{SHIM_SDMA_S3_WAIT_CREDIT, SHIM_SDMA_E3_NO_CREDIT, SHIM_SDMA_S3_WAIT_CREDIT},
+		{SHIM_SDMA_S3_WAIT_CREDIT, SHIM_SDMA_E4_CREDIT_BACK, SHIM_SDMA_S2_RUNNING},
+		{SHIM_SDMA_S3_WAIT_CREDIT, SHIM_SDMA_E6_PEER_GONE, SHIM_SDMA_S5_ERROR},
+		{SHIM_SDMA_S4_DONE, SHIM_SDMA_E7_REAPED, SHIM_SDMA_S0_FREE},
+		{SHIM_SDMA_S5_ERROR, SHIM_SDMA_E7_REAPED, SHIM_SDMA_S0_FREE},
 	};
 	struct shim_sdma_desc d;
 	unsigned int nvalid = 0;
@@ -166,9 +166,9 @@ static void test_sdma_states(void **state)
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(shim_sdma_step(&d, (enum shim_sdma_event)99), -EPROTO);
 	d.state = (enum shim_sdma_state)42;
-	assert_int_equal(shim_sdma_step(&d, E0_SUBMIT), -EPROTO);
+	assert_int_equal(shim_sdma_step(&d, SHIM_SDMA_E0_SUBMIT), -EPROTO);
 	assert_int_equal(d.state, SHIM_SDMA_S5_ERROR);
-	assert_int_equal(shim_sdma_step(NULL, E0_SUBMIT), -EINVAL);
+	assert_int_equal(shim_sdma_step(NULL, SHIM_SDMA_E0_SUBMIT), -EINVAL);
 }
 
 /* ---------------------------------------------------------------------
@@ -518,7 +518,8 @@ static void test_sdma_peer_death(void **state)
 
 	/* the child's segment is abandoned: remove it */
 	char name[SHIM_NAME_MAX];
-	assert_int_equal(shim_name_segment(name, sizeof(name), addr.uid, addr.unit, addr.ctx), 0);
+	assert_int_equal(shim_dev_name_segment(name, sizeof(name), addr.uid, addr.unit, addr.ctx),
+			 0);
 	shm_unlink(name);
 	shim_sdma_close(eng);
 	shim_peer_close(self);

@@ -47,7 +47,7 @@ static bool t_seg_exists(unsigned int unit, unsigned int ctx)
 	char name[SHIM_NAME_MAX];
 	int fd;
 
-	shim_name_segment(name, sizeof(name), (uint32_t)getuid(), unit, ctx);
+	shim_dev_name_segment(name, sizeof(name), (uint32_t)getuid(), unit, ctx);
 	fd = shm_open(name, O_RDONLY, 0);
 	if (fd < 0)
 		return false;
@@ -79,7 +79,7 @@ static void test_dev_refcount(void **state)
 	/* LIDs: distinct between units, and between hosts of one subnet up
 	 * to a /16: the low 16 bits of the host's IPv4 address, times the
 	 * unit count, plus the unit */
-	uint32_t ip = ntohl(shim_host_ipv4());
+	uint32_t ip = ntohl(shim_dev_host_ipv4());
 	for (int u = 0; u < T_UNITS; u++) {
 		struct shim_unit_info uj;
 
@@ -184,7 +184,7 @@ static void test_ctx_assign(void **state)
 	/* owner-only permissions whatever the umask */
 	char name[SHIM_NAME_MAX];
 	struct stat st;
-	shim_name_segment(name, sizeof(name), aa.uid, aa.unit, aa.ctx);
+	shim_dev_name_segment(name, sizeof(name), aa.uid, aa.unit, aa.ctx);
 	int fd = shm_open(name, O_RDONLY, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(fstat(fd, &st), 0);
@@ -316,7 +316,7 @@ static void test_ctx_stale_garbage(void **state)
 	n = a.ctx;
 	shim_ctx_close(c);
 	t_cursor(dev, n);
-	shim_name_segment(name, sizeof(name), (uint32_t)getuid(), T_UNIT, n);
+	shim_dev_name_segment(name, sizeof(name), (uint32_t)getuid(), T_UNIT, n);
 
 	/* young garbage: skipped */
 	memset(junk, 0xa5, sizeof(junk));
@@ -457,9 +457,9 @@ static void test_peer_errors(void **state)
 	shim_peer_close(NULL);
 	assert_false(shim_peer_alive(NULL));
 
-	assert_non_null(shim_strerror(-ESTALE));
-	assert_string_not_equal(shim_strerror(-ESTALE), shim_strerror(-ENOENT));
-	assert_string_equal(shim_strerror(-12345), "unknown shim error");
+	assert_non_null(shim_dev_strerror(-ESTALE));
+	assert_string_not_equal(shim_dev_strerror(-ESTALE), shim_dev_strerror(-ENOENT));
+	assert_string_equal(shim_dev_strerror(-12345), "unknown shim error");
 	t_pair_close(&t);
 }
 

@@ -60,7 +60,7 @@ static int t_tid_roundtrip(struct t_pair *t, uint32_t handle, uint64_t off, cons
 	e = shim_rx_peek(t->rx);
 	assert_non_null(e);
 	assert_true(e->rhf & SHIM_RHF_TID);
-	ret = shim_ctx_tid_place(t->ctx, e);
+	ret = shim_tid_place(t->ctx, e);
 	shim_rx_release(t->rx, e);
 	return ret;
 }
@@ -86,7 +86,7 @@ static void test_tid_cache(void **state)
 	assert_int_equal(shim_tid_release(NULL, 0), -EINVAL);
 	assert_int_equal(shim_tid_invalidate(t.ctx, NULL, 16), -EINVAL);
 	assert_int_equal(shim_tid_invalidate(t.ctx, buf, 0), -EINVAL);
-	assert_int_equal(shim_ctx_tid_place(t.ctx, NULL), -EINVAL);
+	assert_int_equal(shim_tid_place(t.ctx, NULL), -EINVAL);
 	shim_tid_stats(t.ctx, &st);
 	assert_int_equal(st.misses + st.hits + st.cached, 0);
 
@@ -277,18 +277,18 @@ static void test_tid_place(void **state)
 	fake.hdr.p.u32[0] = h;
 	fake.hdr.paylen = 10;
 	fake.rhf = SHIM_RHF_EGR; /* not a TID packet */
-	assert_int_equal(shim_ctx_tid_place(t.ctx, &fake), -EINVAL);
+	assert_int_equal(shim_tid_place(t.ctx, &fake), -EINVAL);
 	fake.rhf = SHIM_RHF_TID; /* payload neither eager nor empty */
-	assert_int_equal(shim_ctx_tid_place(t.ctx, &fake), -EINVAL);
+	assert_int_equal(shim_tid_place(t.ctx, &fake), -EINVAL);
 	fake.rhf = SHIM_RHF_TID | SHIM_RHF_EGR | (T_EGR / SHIM_BLOCK - 1);
 	fake.hdr.paylen = 2 * SHIM_BLOCK; /* runs past the eager ring */
-	assert_int_equal(shim_ctx_tid_place(t.ctx, &fake), -EINVAL);
+	assert_int_equal(shim_tid_place(t.ctx, &fake), -EINVAL);
 	fake.rhf = SHIM_RHF_TID | SHIM_RHF_EGR | SHIM_RHF_EGRIDX_MASK;
 	fake.hdr.paylen = 1;
-	assert_int_equal(shim_ctx_tid_place(t.ctx, &fake), -EINVAL);
+	assert_int_equal(shim_tid_place(t.ctx, &fake), -EINVAL);
 	fake.rhf = SHIM_RHF_TID | SHIM_RHF_EGR;
 	fake.hdr.paylen = 0xffffffffu;
-	assert_int_equal(shim_ctx_tid_place(t.ctx, &fake), -EINVAL);
+	assert_int_equal(shim_tid_place(t.ctx, &fake), -EINVAL);
 	for (size_t i = 0; i < 4096; i++)
 		assert_int_equal(mem[2 * 4096 + i], T_GUARD);
 

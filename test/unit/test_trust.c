@@ -589,7 +589,7 @@ static void test_wake_other_user(void **state)
 		alarm(T_DEADLINE_S);
 		t_become_other();
 		fd = socket(AF_UNIX, SOCK_DGRAM, 0);
-		shim_name_wake(&sun, &len, a.uid, a.unit, a.ctx, a.nonce);
+		shim_dev_name_wake(&sun, &len, a.uid, a.unit, a.ctx, a.nonce);
 		for (int i = 0; i < 100; i++) /* a small flood */
 			if (sendto(fd, "x", 1, MSG_DONTWAIT, (struct sockaddr *)&sun, len) == 1)
 				ok++;
@@ -619,14 +619,14 @@ static void test_wake_other_user(void **state)
 	struct t_squat s;
 	uint32_t fake_uid = T_OTHER_UID + 1;
 
-	shim_name_wake_dir(dir, sizeof(dir), fake_uid);
+	shim_dev_name_wake_dir(dir, sizeof(dir), fake_uid);
 	(void)rmdir(dir);
 	t_squat_start(&s);
 	pid = t_squat_fork(&s);
 	if (pid == 0)
 		t_squat_hold(&s, mkdir(dir, 0777) ? 1 : 0);
 	assert_int_equal(t_squat_wait(&s), 0);
-	assert_int_equal(shim_wake_dir_check(fake_uid), -EACCES);
+	assert_int_equal(shim_trust_wake_dir_check(fake_uid), -EACCES);
 	assert_int_equal(t_squat_end(&s, pid), 0);
 	(void)rmdir(dir);
 #endif

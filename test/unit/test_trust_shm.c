@@ -56,7 +56,7 @@ static struct shim_rcv_ctl *t_ctl_map(const struct shim_addr *a)
 	struct shim_rcv_ctl *ctl;
 	int fd;
 
-	shim_name_segment(name, sizeof(name), a->uid, a->unit, a->ctx);
+	shim_dev_name_segment(name, sizeof(name), a->uid, a->unit, a->ctx);
 	fd = shm_open(name, O_RDWR | O_NOFOLLOW, 0);
 	assert_true(fd >= 0);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -246,7 +246,7 @@ static bool t_recv_tag(struct shim_ctx *c, uint64_t tag, unsigned int *dead)
 		bool hit;
 
 		if (!e) {
-			shim_rx_recover(c);
+			shim_claim_rx_recover(c);
 			usleep(1000);
 			continue;
 		}
@@ -273,7 +273,7 @@ static void t_live_hole_waits(struct shim_ctx *c, struct shim_peer *slow)
 
 	assert_int_equal(shim_pio_reserve(slow, 1, 0, &r), 0);
 	while (t_now() < end) {
-		assert_int_equal(shim_rx_recover(c), 0);
+		assert_int_equal(shim_claim_rx_recover(c), 0);
 		assert_null(shim_rx_peek(rx));
 		usleep(2000);
 	}
@@ -466,7 +466,7 @@ static void test_hole_name_replaced(void **state)
 	assert_int_equal(shim_peer_open(dev, &a, &other), 0);
 	pid = t_reserver(&a, 1, 100, go);
 	t_track(pid);
-	shim_name_segment(name, sizeof(name), a.uid, a.unit, a.ctx);
+	shim_dev_name_segment(name, sizeof(name), a.uid, a.unit, a.ctx);
 	assert_int_equal(shm_unlink(name), 0);
 	t_cursor(dev, a.ctx);
 	assert_int_equal(shim_ctx_open(dev, T_UNIT, &c2, NULL, NULL), 0);

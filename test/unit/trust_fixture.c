@@ -65,7 +65,7 @@ void t_seg_path(char *buf, size_t len, uint32_t uid, unsigned int ctx)
 {
 	char name[SHIM_NAME_MAX];
 
-	shim_name_segment(name, sizeof(name), uid, T_UNIT, ctx);
+	shim_dev_name_segment(name, sizeof(name), uid, T_UNIT, ctx);
 	snprintf(buf, len, "/dev/shm%s", name);
 }
 
