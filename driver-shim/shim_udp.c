@@ -122,6 +122,7 @@ static int shim_udp_iface(const char *name, uint32_t *ipv4, uint32_t *mtu)
 static void shim_udp_link_free(struct shim_udp_link *l)
 {
 	munmap(l->mem, l->mem_len);
+	free(l->pp.pub.ctl);
 	free(l);
 }
 
@@ -161,17 +162,27 @@ struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_
 {
 	const size_t ctl_sz = SHIM_CTL_PAD;
 	const size_t hdrq_sz = (size_t)SHIM_UDP_RING_CNT * sizeof(struct shim_rhq_entry);
+	/* The send ring's control block lives apart from its queues, in
+	 * ordinary memory: an idle link gives the queues' pages back
+	 * (shim_udp_trim) and keeps its positions.  Its offsets describe
+	 * the segment it would be; only this file uses them. */
 	uint32_t h = shim_udp_hash(ip, port);
 	struct shim_udp_link *l;
 	struct shim_rcv_ctl *ctl;
 	struct shim_peer *p;
 
 	l = calloc(1, sizeof(*l));
-	if (!l)
+	ctl = aligned_alloc(SHIM_BLOCK, sizeof(*ctl));
+	if (!l || !ctl) {
+		free(l);
+		free(ctl);
 		return NULL;
-	l->mem_len = ctl_sz + hdrq_sz + u->ring_bytes;
+	}
+	memset(ctl, 0, sizeof(*ctl));
+	l->mem_len = hdrq_sz + u->ring_bytes;
 	l->mem = mmap(NULL, l->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (l->mem == MAP_FAILED) {
+		free(ctl);
 		free(l);
 		return NULL;
 	}
@@ -185,7 +196,6 @@ struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_
 	l->pp.claim_idx = -1;
 	l->pp.link = l;
 	l->pp.wire = &shim_udp_wire;
-	ctl = l->mem;
 	ctl->magic = SHIM_CTL_MAGIC;
 	ctl->abi_version = SHIM_ABI_VERSION;
 	ctl->hdrq_cnt = SHIM_UDP_RING_CNT;
@@ -194,7 +204,7 @@ struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_
 	ctl->mtu = u->mtu < SHIM_UDP_SAFE_MTU ? u->mtu : SHIM_UDP_SAFE_MTU;
 	ctl->hdrq_off = ctl_sz;
 	ctl->egr_off = ctl_sz + hdrq_sz;
-	ctl->seg_size = l->mem_len;
+	ctl->seg_size = ctl_sz + l->mem_len;
 	ctl->jkey = u->ctx->rx.jkey;
 	/* what the peer takes eagerly, as its datagrams say (src_eager);
 	 * 0 until it was heard: the sender's own limit */
@@ -203,8 +213,8 @@ struct shim_udp_link *shim_udp_link_new(struct shim_udp *u, uint32_t ip, uint16_
 	atomic_store(&ctl->sleeping, 1); /* every publish calls the wake hook */
 	p = &l->pp.pub;
 	p->ctl = ctl;
-	p->hdrq = (void *)((uint8_t *)l->mem + ctl->hdrq_off);
-	p->egr = (uint8_t *)l->mem + ctl->egr_off;
+	p->hdrq = l->mem;
+	p->egr = (uint8_t *)l->mem + hdrq_sz;
 	p->hdrq_cnt = ctl->hdrq_cnt;
 	p->egr_blocks = ctl->egr_blocks;
 	p->hdrq_mask = ctl->hdrq_cnt - 1;

@@ -104,8 +104,12 @@ struct shim_udp_link {
 	uint32_t wait_bytes;
 	bool waiting;
 	bool flushing;
-	void *mem;
+	void *mem;                  /* the send ring's queues (the ctl is apart) */
 	size_t mem_len;
+	/* shim_udp_trim gave the queues' pages back at this sent position;
+	 * nothing was sent since while sent still equals it */
+	bool trimmed;
+	uint32_t trim_sent;
 	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
 	_Atomic uint32_t tx_count;  /* datagrams sent to it: its readers note when
 				     * it moved (no clock read per send) */

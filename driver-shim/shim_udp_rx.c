@@ -390,6 +390,7 @@ static int shim_udp_pack_next(struct shim_udp *u, struct shim_udp_pkt *pkts, int
 		u->pk_off += fr.len;
 		pkt->peer = &l->pp.pub;
 		pkt->rx_ns = now;
+		pkt->dgram_first = !u->pk_idx;
 		u->pk_idx++;
 		u->pk_left--;
 		u->st.rx_packed++;
@@ -444,6 +445,7 @@ int shim_udp_recv(struct shim_ctx *ctx, struct shim_udp_pkt *pkts, int max)
 		}
 		pkt->peer = &l->pp.pub;
 		pkt->rx_ns = now;
+		pkt->dgram_first = true;
 		got++;
 	}
 	return got;

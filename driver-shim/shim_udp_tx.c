@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <netinet/udp.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "shim_udp.h"
 
@@ -557,6 +558,7 @@ int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32
 	iov.iov_base = &uh;
 	iov.iov_len = sizeof(uh);
 	shim_udp_send(l->udp, &l->to, &iov, 1);
+	l->udp->st.tx_ctl++;
 	shim_udp_sent(l);
 	return 0;
 }
@@ -572,6 +574,34 @@ void shim_udp_send_held(struct shim_udp *u, const struct sockaddr_in *to, uint32
 	uh.crc = shim_crc32c(0, &uh, sizeof(uh));
 	shim_udp_auth_seal(&u->auth, &uh, NULL, NULL, 0);
 	shim_udp_send(u, to, &iov, 1);
+	u->st.tx_ctl++;
+}
+
+int shim_udp_trim(struct shim_peer *peer, uint64_t now, uint64_t idle_ns)
+{
+	struct shim_udp_link *l;
+	int done = 0;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP)
+		return 0;
+	l = ((struct shim_peer_priv *)peer)->link;
+	if (!l->udp || (l->trimmed && l->trim_sent == l->sent) ||
+	    shim_udp_since(now, atomic_load_explicit(&l->rx_ns, memory_order_relaxed)) < idle_ns)
+		return 0;
+	/* the watchdog reads the ring between head and sent */
+	pthread_mutex_lock(&l->udp->lock);
+	/* acknowledged up to sent, and nothing published after it (waiting
+	 * for company, or held) */
+	if (atomic_load_explicit(&peer->ctl->hdr_head, memory_order_relaxed) == l->sent &&
+	    (uint32_t)atomic_load_explicit(&peer->ctl->tail, memory_order_relaxed) == l->sent &&
+	    !madvise(l->mem, l->mem_len, MADV_DONTNEED)) {
+		l->trimmed = true;
+		l->trim_sent = l->sent;
+		l->udp->st.trims++;
+		done = 1;
+	}
+	pthread_mutex_unlock(&l->udp->lock);
+	return done;
 }
 
 void shim_udp_release(struct shim_peer *peer, uint32_t ack)

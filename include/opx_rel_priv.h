@@ -41,6 +41,8 @@ struct opx_rel_flow {
 	uint32_t expected;         /* next psn to deliver */
 	bool ack_force;            /* a duplicate came: the sender missed an ack */
 	uint64_t ack_due_ns;       /* 0, or when the oldest unacknowledged arrived */
+	uint64_t rx_last_ns;       /* when the latest data datagram arrived */
+	uint32_t ack_dgrams;       /* data datagrams since the last ack we sent */
 	uint32_t rx_hi;            /* psns below arrived or were NACKed as holes */
 	uint64_t nack_scan_ns;     /* when holes were last looked for */
 	uint64_t nack_rtt_ns;      /* smoothed NACK to retransmission time, 0: none */

@@ -108,6 +108,8 @@ struct shim_udp_pkt {
 	const uint8_t *pay;      /* DATA with SHIM_RHF_EGR: paylen bytes */
 	struct shim_peer *peer;  /* the flow it belongs to (created on first contact) */
 	uint64_t rx_ns;          /* CLOCK_MONOTONIC when its batch was received */
+	bool dgram_first;        /* the first packet of its datagram (a lone
+				  * DATA, or a PACK's first): datagrams count */
 };
 
 /* Receive-side statistics of a context's udp wire. */
@@ -132,6 +134,11 @@ struct shim_udp_stats {
 				 * not poll: it cannot read which were lost) */
 	uint64_t tx_packed;     /* packets sent sharing a PACK datagram */
 	uint64_t rx_packed;     /* packets received in PACK datagrams */
+	uint64_t trims;         /* idle links whose send rings gave their pages
+				 * back (shim_udp_trim) */
+	uint64_t tx_ctl;        /* ACK and NACK datagrams handed to the socket,
+				 * keepalives and HELD answers included (part
+				 * of tx_datagrams unless the send failed) */
 };
 
 /* Whether contexts of dev get a udp wire (it is not shm-only: FI_OPX_WIRE,
@@ -169,6 +176,15 @@ int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
 /* Everything below ack arrived: free it from the send ring (credits). */
 void shim_udp_release(struct shim_peer *peer, uint32_t ack);
 /* Send-ring state: psns below *acked are freed, below *sent transmitted. */
+/* An idle link gives its send ring's pages back to the kernel (they
+ * come back, zeroed, when it next sends): a remote peer that stopped
+ * talking costs its link's bookkeeping, not the ~1 MiB it may have
+ * touched.  Does nothing unless everything sent was acknowledged,
+ * nothing waits to be sent, and the peer has been silent for idle_ns
+ * (an ack would have come for anything sent since: so were we).  The
+ * owner calls it (lock held): nobody else writes the ring.  1 if the
+ * pages went back now, else 0. */
+int shim_udp_trim(struct shim_peer *peer, uint64_t now, uint64_t idle_ns);
 void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
 /* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's
  * creation before any), and how many went to it (wrapping; a caller

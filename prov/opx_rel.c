@@ -32,9 +32,8 @@
  * Then, at most every OPX_REL_TICK_NS (they walk every flow), opx_rel_timers,
  * per flow: drain the stash (ring-full retry, whole
  * multi-packet messages); clear ack_due_ns once a datagram carried
- * udp_ack == expected; a standalone ACK (opx_rel_ack) on ack_force, at
- * OPX_REL_ACK_EVERY packets unacknowledged or OPX_REL_ACK_NS after
- * ack_due_ns, and every opx_rel_keepalive_ns() while held (the next
+ * udp_ack == expected; a standalone ACK (opx_rel_ack) on ack_force, when
+ * opx_rel_ack_due says so, and every opx_rel_keepalive_ns() while held (the next
  * packet stashed for want of ring room: the ack says SHIM_UDP_ACK_HELD);
  * NACK again each hole still missing one NACK round trip after it was
  * NACKed (opx_rel_nack_rto: RFC 6298 over NACK-to-packet samples, Karn's
@@ -103,8 +102,10 @@
 
 #include "opx_rel_priv.h"
 
-#define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks */
-#define OPX_REL_ACK_NS 20000ull    /* longest wait for a piggy-back */
+#define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks, */
+#define OPX_REL_ACK_DGRAMS 8u      /* and data datagrams (opx_rel_ack_due) */
+#define OPX_REL_ACK_NS 20000ull    /* a quiet flow's wait for a piggy-back */
+#define OPX_REL_ACK_MAX_NS 500000ull /* a busy flow's: half the smallest RTO */
 #define OPX_REL_TICK_NS 5000ull    /* timers (acks, nacks, replays) at most this often */
 #define OPX_REL_QUIET_CLOCK 8u     /* empty polls per clock read, a power of two */
 #define OPX_REL_NACK_NS 1000000ull /* a hole is NACKed again after this, */
@@ -150,6 +151,7 @@ static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 	f->expected = 0;
 	f->ack_force = false;
 	f->ack_due_ns = 0;
+	f->ack_dgrams = 0;
 	f->rx_hi = 0;
 	f->nack_scan_ns = 0;
 	f->nack_rtt_ns = 0;
@@ -204,6 +206,27 @@ static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_re
 		ep->rel.acks_sent++;
 	f->ack_force = false;
 	f->ack_due_ns = 0;
+	f->ack_dgrams = 0;
+}
+
+/* Whether a flow's standalone ack is due (one that no datagram of ours
+ * carries; lock held, f->ack_due_ns set).  Rarely while the peer streams
+ * at us: an ack is a datagram, and the receiver's per-datagram cost is
+ * the wire's.  So: after OPX_REL_ACK_EVERY packets *and*
+ * OPX_REL_ACK_DGRAMS data datagrams (at most one ack per 8 datagrams,
+ * however many small packets a PACK carries); after half the sender's
+ * window whatever the datagrams (its ring must not fill before the ack
+ * arrives); OPX_REL_ACK_NS after the flow fell quiet (a reply of ours
+ * would have carried it by then: request-response traffic sends none);
+ * and OPX_REL_ACK_MAX_NS after the oldest unacknowledged packet, well
+ * inside the sender's smallest retransmission timeout. */
+static bool opx_rel_ack_due(const struct opx_rel_flow *f, uint32_t ack_sent, uint64_t now)
+{
+	uint32_t pkts = f->expected - ack_sent;
+
+	return (pkts >= OPX_REL_ACK_EVERY && f->ack_dgrams >= OPX_REL_ACK_DGRAMS) ||
+	       pkts >= SHIM_UDP_WINDOW / 2 || shim_udp_since(now, f->rx_last_ns) >= OPX_REL_ACK_NS ||
+	       shim_udp_since(now, f->ack_due_ns) >= OPX_REL_ACK_MAX_NS;
 }
 
 /* How long a NACKed hole waits for its retransmission before it is
@@ -395,11 +418,14 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 			opx_rel_stash_free(f);
 		if (f->resent && shim_udp_since(now, f->nack_rx_ns) > OPX_REL_STASH_IDLE_NS)
 			opx_rel_resent_free(f);
+		/* a peer silent this long gives its send ring's pages back */
+		shim_udp_trim(p, now, OPX_REL_STASH_IDLE_NS);
 		/* a datagram that went meanwhile carried the ack */
-		if (f->ack_due_ns && p->udp_ack_sent == f->expected)
+		if (f->ack_due_ns && p->udp_ack_sent == f->expected) {
 			f->ack_due_ns = 0;
-		if (f->ack_force || (f->ack_due_ns && (f->expected - p->udp_ack_sent >= OPX_REL_ACK_EVERY ||
-						       now - f->ack_due_ns >= OPX_REL_ACK_NS)) ||
+			f->ack_dgrams = 0;
+		}
+		if (f->ack_force || (f->ack_due_ns && opx_rel_ack_due(f, p->udp_ack_sent, now)) ||
 		    (f->held && shim_udp_since(now, f->held_ack_ns) >= opx_rel_keepalive_ns()))
 			opx_rel_ack(ep, p, f);
 		/* holes NACKed a NACK round trip ago and still missing (the

@@ -292,6 +292,8 @@ void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_u
 {
 	uint32_t d = pkt->uh.psn - f->expected;
 
+	f->rx_last_ns = now;
+	f->ack_dgrams += pkt->dgram_first;
 	if (d < OPX_REL_STASH)
 		opx_rel_nack_sample(f, pkt->uh.psn, now);
 	if (d == 0 && (int32_t)(f->rx_hi - f->expected) <= 0)

@@ -250,8 +250,10 @@ static void opx_stats_json_ep(FILE *f, const struct opx_ep *ep, const struct opx
 			ep->rel.rto_resends, ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full,
 			us.wd_resends);
 		fprintf(f, ", \"datagrams\": {\"sent\": %" PRIu64 ", \"received\": %" PRIu64
-			", \"packed_sent\": %" PRIu64 ", \"packed_received\": %" PRIu64 "}",
-			us.tx_datagrams, us.rx_datagrams, us.tx_packed, us.rx_packed);
+			", \"packed_sent\": %" PRIu64 ", \"packed_received\": %" PRIu64
+			", \"control_sent\": %" PRIu64 "}, \"idle_trims\": %" PRIu64,
+			us.tx_datagrams, us.rx_datagrams, us.tx_packed, us.rx_packed, us.tx_ctl,
+			us.trims);
 		fprintf(f, ", \"wire_drops\": {");
 		for (i = 0; i < n; i++)
 			fprintf(f, "%s\"%s\": %" PRIu64, i ? ", " : "", names[i], counts[i]);
@@ -304,10 +306,12 @@ static void opx_stats_table(const struct opx_ep *ep, const struct opx_stats *st)
 			ep->rel.nacks_rx, ep->rel.nack_resends, ep->rel.nack_ignored, ep->rel.rto_resends,
 			ep->rel.stashed, ep->rel.beyond_window, ep->rel.ring_full, us.wd_resends);
 		fprintf(stderr,
-			"  udp datagrams: sent %" PRIu64 ", received %" PRIu64
+			"  udp datagrams: sent %" PRIu64 " (acks, nacks and keepalives %" PRIu64
+			"), received %" PRIu64
 			"; packets sharing one (FI_OPX_UDP_PACK): sent %" PRIu64 ", received %" PRIu64
-			"\n",
-			us.tx_datagrams, us.rx_datagrams, us.tx_packed, us.rx_packed);
+			"; idle send rings trimmed %" PRIu64 "\n",
+			us.tx_datagrams, us.tx_ctl, us.rx_datagrams, us.tx_packed, us.rx_packed,
+			us.trims);
 	}
 	if (ep->udp) {
 		const char *names[OPX_WIRE_DROP_REASONS];
