@@ -179,14 +179,12 @@ struct shim_udp {
 	uint32_t nlinks;            /* links of the context (the owner counts) */
 	uint32_t max_links;
 	uint32_t warned;            /* drop reasons already reported (bit per reason) */
-	/* The watchdog (see shim_udp_watchdog): a thread started with the
-	 * first flow.  lock orders it against the send-ring release, link
+	/* The watchdog (see shim_udp_watchdog): the process's thread
+	 * watches the context from its first flow on.  lock orders it against the send-ring release, link
 	 * creation and fault injection state. */
 	pthread_mutex_t lock;
-	pthread_t wd_thread;
-	bool wd_running;
-	pid_t wd_pid;            /* the process the thread runs in (fork) */
-	int wd_pipe[2];
+	bool wd_running;         /* the process's watchdog ticks it */
+	pid_t wd_pid;            /* the process that watches it (fork) */
 	struct shim_udp *wd_next; /* shim_udp_wd_list */
 	_Atomic uint64_t app_polls; /* the owner's receive polls */
 	uint64_t wd_polls;          /* the watchdog's last look at it ... */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * shim_udp_wd.c - the udp wire's watchdog: a thread per context with udp
- * flows that sends unacknowledged packets again, repeats acks and sends
+ * shim_udp_wd.c - the udp wire's watchdog: one thread per process, for
+ * every context with udp flows, that sends unacknowledged packets again, repeats acks and sends
  * keepalives while the owner does not progress (see the comment above
- * SHIM_UDP_WD_TICK_MS), the list of running watchdogs the library's
- * destructor stops (shim_udp_unload); and the first look at a datagram
+ * SHIM_UDP_WD_TICK_MS), which the library's destructor stops
+ * (shim_udp_unload); and the first look at a datagram
  * that the watchdog and the receive side (shim_udp_rx.c) share: its
  * length in a UDP_GRO run and its tag.  The overview of the udp wire is
  * at the top of shim_udp.c, which starts and stops the watchdog.
@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -221,94 +222,228 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 	pthread_mutex_unlock(&u->lock);
 }
 
+/*
+ * One watchdog thread per process, for every context with udp flows: a
+ * thread per context would wake every SHIM_UDP_WD_TICK_MS each, and a
+ * process with hundreds of endpoints (scalable or simulated hosts) would
+ * spend its cores on those wake-ups.  The thread sleeps a tick (or,
+ * while no context has a flow, until a datagram arrives at any of them:
+ * a first contact) on its pipe and an epoll set of the contexts'
+ * sockets, asks that set which sockets hold unread datagrams (one call,
+ * level-triggered: only a look, the owners read them), and ticks every
+ * context under shim_udp_wd_lock, which shim_udp_watchdog_stop() takes
+ * to take a context out: a context is never ticked after it.  The thread
+ * starts with the first watched context and ends with the last.
+ *
+ * fork: the thread and the epoll set are the parent's (the set is shared
+ * with it).  A child that starts a watchdog lets go of both (no join, no
+ * epoll_ctl, no write to the pipe: each would reach the parent's) and
+ * makes its own; the parent's contexts it inherited are not its own.
+ */
+/* shim_udp_wd_life orders starting and stopping (the thread is joined
+ * under it); shim_udp_wd_lock guards the list the thread walks. */
+static pthread_mutex_t shim_udp_wd_life = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t shim_udp_wd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shim_udp *shim_udp_wd_list; /* contexts of shim_udp_wd_pid */
+static uint32_t shim_udp_wd_count;
+static pid_t shim_udp_wd_pid;             /* the process the thread runs in, 0: none */
+static pthread_t shim_udp_wd_thread;
+static int shim_udp_wd_pipe[2] = {-1, -1};
+static int shim_udp_wd_epfd = -1;
+static bool shim_udp_wd_quit;
+
+/* Ready contexts of one look, by address (compared, never followed:
+ * one may have been stopped since). */
+#define SHIM_UDP_WD_EVENTS 1024
+
+static bool shim_udp_wd_in(const struct epoll_event *ev, int n, const struct shim_udp *u)
+{
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.ptr == u)
+			return true;
+	return false;
+}
+
 static void *shim_udp_watchdog(void *arg)
 {
-	struct shim_udp *u = arg;
-	struct pollfd pf[2] = {{.fd = u->wd_pipe[0], .events = POLLIN},
-			       {.fd = u->fd, .events = POLLIN}};
-	bool unread = false;
+	static struct epoll_event ev[SHIM_UDP_WD_EVENTS];
+	struct pollfd pf[2] = {{.fd = shim_udp_wd_pipe[0], .events = POLLIN},
+			       {.fd = shim_udp_wd_epfd, .events = POLLIN}};
 
+	int n = 0;
+
+	(void)arg;
 	for (;;) {
-		/* no flow yet and nothing unread: nothing to do until a
-		 * datagram comes (a first contact), so sleep until then */
-		bool idle = !__atomic_load_n(&u->links, __ATOMIC_ACQUIRE) && !unread;
+		/* unread datagrams at the last look: tick, not sleep on them */
+		bool idle = !n;
 
+		pthread_mutex_lock(&shim_udp_wd_lock);
+		if (shim_udp_wd_quit) {
+			pthread_mutex_unlock(&shim_udp_wd_lock);
+			break;
+		}
+		for (struct shim_udp *u = shim_udp_wd_list; u && idle; u = u->wd_next)
+			idle = !__atomic_load_n(&u->links, __ATOMIC_ACQUIRE);
+		pthread_mutex_unlock(&shim_udp_wd_lock);
+		/* no flow anywhere and nothing unread: nothing to do until a
+		 * datagram comes */
 		pf[0].revents = pf[1].revents = 0;
 		(void)poll(pf, idle ? 2 : 1, idle ? -1 : SHIM_UDP_WD_TICK_MS);
-		if (pf[0].revents)
-			break;
-		/* unread datagrams: only a look, the owner reads them */
-		pf[1].revents = 0;
-		(void)poll(&pf[1], 1, 0);
-		unread = pf[1].revents & POLLIN;
-		shim_udp_watchdog_tick(u, unread);
+		if (pf[0].revents) {
+			char b[64];
+
+			(void)!read(shim_udp_wd_pipe[0], b, sizeof(b)); /* a wake-up, or quit */
+		}
+		n = epoll_wait(shim_udp_wd_epfd, ev, SHIM_UDP_WD_EVENTS, 0);
+		if (n < 0)
+			n = 0;
+		pthread_mutex_lock(&shim_udp_wd_lock);
+		for (struct shim_udp *u = shim_udp_wd_list; u && !shim_udp_wd_quit; u = u->wd_next)
+			shim_udp_watchdog_tick(u, shim_udp_wd_in(ev, n, u));
+		pthread_mutex_unlock(&shim_udp_wd_lock);
 	}
 	return NULL;
 }
 
-/*
- * Every running watchdog of the process, so that they stop before the
- * code they run goes away.  An application may exit with endpoints open
- * (an error path, an MPI abort): libfabric's destructor then dlcloses
- * the provider while the threads still poll, and each woke up in
- * unmapped code (SIGSEGV at exit, turning exit(0) into a crash).  The
- * library's destructor (shim_udp_unload) stops them first.
- */
-static pthread_mutex_t shim_udp_wd_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct shim_udp *shim_udp_wd_list;
-
-void shim_udp_watchdog_start(struct shim_udp *u)
-{
-	if (u->wd_running || pipe2(u->wd_pipe, O_CLOEXEC) < 0)
-		return;
-	if (pthread_create(&u->wd_thread, NULL, shim_udp_watchdog, u)) {
-		close(u->wd_pipe[0]);
-		close(u->wd_pipe[1]);
-		return;
-	}
-	u->wd_running = true;
-	u->wd_pid = getpid();
-	pthread_mutex_lock(&shim_udp_wd_lock);
-	u->wd_next = shim_udp_wd_list;
-	shim_udp_wd_list = u;
-	pthread_mutex_unlock(&shim_udp_wd_lock);
-}
-
-/* Stop and join the thread; in a child forked after it started there is
- * no thread to join, and the pipe is still the parent's: writing to it
- * would stop the parent's watchdog, so the child only lets go of it. */
-static void shim_udp_watchdog_halt(struct shim_udp *u)
+static void shim_udp_wd_wake(void)
 {
 	const char b = 1;
 
-	if (u->wd_pid == getpid()) {
-		(void)!write(u->wd_pipe[1], &b, 1);
-		pthread_join(u->wd_thread, NULL);
+	(void)!write(shim_udp_wd_pipe[1], &b, 1);
+}
+
+/* The thread of this process (wd_lock held; a parent's is gone): true
+ * if it runs. */
+static bool shim_udp_wd_thread_ensure(void)
+{
+	pid_t me = getpid();
+
+	if (shim_udp_wd_pid == me)
+		return true;
+	if (pipe2(shim_udp_wd_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return false;
+	shim_udp_wd_epfd = epoll_create1(EPOLL_CLOEXEC);
+	shim_udp_wd_quit = false;
+	if (shim_udp_wd_epfd < 0 || pthread_create(&shim_udp_wd_thread, NULL, shim_udp_watchdog, NULL)) {
+		if (shim_udp_wd_epfd >= 0)
+			close(shim_udp_wd_epfd);
+		close(shim_udp_wd_pipe[0]);
+		close(shim_udp_wd_pipe[1]);
+		shim_udp_wd_epfd = -1;
+		return false;
 	}
-	close(u->wd_pipe[0]);
-	close(u->wd_pipe[1]);
-	u->wd_running = false;
+	shim_udp_wd_pid = me;
+	return true;
+}
+
+/* Join this process's thread and let go of its pipe and set (wd_life
+ * held, wd_lock not: the thread takes it). */
+static void shim_udp_wd_thread_end(void)
+{
+	bool join;
+
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	join = shim_udp_wd_pid && shim_udp_wd_pid == getpid();
+	if (join) {
+		shim_udp_wd_quit = true;
+		shim_udp_wd_wake();
+	}
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+	if (join)
+		pthread_join(shim_udp_wd_thread, NULL);
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	for (struct shim_udp *u = shim_udp_wd_list; u; u = u->wd_next)
+		u->wd_running = false;
+	shim_udp_wd_list = NULL;
+	shim_udp_wd_count = 0;
+	if (shim_udp_wd_pid) {
+		close(shim_udp_wd_pipe[0]);
+		close(shim_udp_wd_pipe[1]);
+		close(shim_udp_wd_epfd);
+		shim_udp_wd_epfd = -1;
+	}
+	shim_udp_wd_pid = 0;
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+}
+
+/* A fork while the thread ticks would leave the child's copy of wd_lock
+ * held by a thread the child does not have (and its exit, which stops
+ * watchdogs, would wait for it forever): fork waits for the tick. */
+static void shim_udp_wd_prepare(void)
+{
+	pthread_mutex_lock(&shim_udp_wd_life);
+	pthread_mutex_lock(&shim_udp_wd_lock);
+}
+
+static void shim_udp_wd_release(void)
+{
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+	pthread_mutex_unlock(&shim_udp_wd_life);
+}
+
+static pthread_once_t shim_udp_wd_once = PTHREAD_ONCE_INIT;
+
+static void shim_udp_wd_atfork(void)
+{
+	(void)pthread_atfork(shim_udp_wd_prepare, shim_udp_wd_release, shim_udp_wd_release);
+}
+
+void shim_udp_watchdog_start(struct shim_udp *u)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = u};
+
+	if (u->wd_running && u->wd_pid == getpid()) {
+		shim_udp_wd_wake(); /* a new flow ends its sleep */
+		return;
+	}
+	(void)pthread_once(&shim_udp_wd_once, shim_udp_wd_atfork);
+	pthread_mutex_lock(&shim_udp_wd_life);
+	if (shim_udp_wd_pid && shim_udp_wd_pid != getpid())
+		shim_udp_wd_thread_end(); /* forked: the parent's are not ours */
+	pthread_mutex_lock(&shim_udp_wd_lock);
+	if (shim_udp_wd_count < SHIM_UDP_WD_EVENTS && shim_udp_wd_thread_ensure() &&
+	    !epoll_ctl(shim_udp_wd_epfd, EPOLL_CTL_ADD, u->fd, &ev)) {
+		u->wd_running = true;
+		u->wd_pid = shim_udp_wd_pid;
+		u->wd_next = shim_udp_wd_list;
+		shim_udp_wd_list = u;
+		shim_udp_wd_count++;
+		shim_udp_wd_wake();
+	}
+	pthread_mutex_unlock(&shim_udp_wd_lock);
+	pthread_mutex_unlock(&shim_udp_wd_life);
 }
 
 void shim_udp_watchdog_stop(struct shim_udp *u)
 {
 	struct shim_udp **pp;
+	bool last = false;
 
 	if (!u->wd_running)
 		return;
+	pthread_mutex_lock(&shim_udp_wd_life);
 	pthread_mutex_lock(&shim_udp_wd_lock);
-	for (pp = &shim_udp_wd_list; *pp; pp = &(*pp)->wd_next) {
-		if (*pp == u) {
-			*pp = u->wd_next;
-			break;
+	/* a context inherited from the parent is not in this list */
+	if (u->wd_pid == getpid() && shim_udp_wd_pid == u->wd_pid) {
+		for (pp = &shim_udp_wd_list; *pp; pp = &(*pp)->wd_next) {
+			if (*pp == u) {
+				*pp = u->wd_next;
+				shim_udp_wd_count--;
+				(void)epoll_ctl(shim_udp_wd_epfd, EPOLL_CTL_DEL, u->fd, NULL);
+				last = !shim_udp_wd_count;
+				break;
+			}
 		}
 	}
+	u->wd_running = false;
 	pthread_mutex_unlock(&shim_udp_wd_lock);
-	shim_udp_watchdog_halt(u);
+	if (last)
+		shim_udp_wd_thread_end();
+	pthread_mutex_unlock(&shim_udp_wd_life);
 }
 
 /* The library is unloaded (dlclose, or exit with contexts still open):
- * the threads go first.  The contexts stay as they are; nothing may use
+ * the thread goes first.  The contexts stay as they are; nothing may use
  * them once their code is gone. */
 __attribute__((destructor)) static void shim_udp_fini(void)
 {
@@ -317,12 +452,7 @@ __attribute__((destructor)) static void shim_udp_fini(void)
 
 void shim_udp_unload(void)
 {
-	pthread_mutex_lock(&shim_udp_wd_lock);
-	while (shim_udp_wd_list) {
-		struct shim_udp *u = shim_udp_wd_list;
-
-		shim_udp_wd_list = u->wd_next;
-		shim_udp_watchdog_halt(u);
-	}
-	pthread_mutex_unlock(&shim_udp_wd_lock);
+	pthread_mutex_lock(&shim_udp_wd_life);
+	shim_udp_wd_thread_end();
+	pthread_mutex_unlock(&shim_udp_wd_life);
 }
