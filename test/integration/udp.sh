@@ -10,7 +10,10 @@
 #     found through fi_getinfo(node, service) only) under 2 % loss, its
 #     telemetry counting the retransmissions.
 #  2. Two hosts (network namespaces from scripts/hosts.sh, jumbo frames):
-#     fi_pingpong across them (up to 64 MiB), again with 1 % and 5 % of
+#     fi_pingpong across them (up to 64 MiB); streams at 8 B .. 1 MiB
+#     that must see at most 1 ack per 8 data datagrams; 1000 peers in
+#     one AV (opx_fanout: 4 processes of 250 endpoints), all reached, at
+#     most 4 KiB of the hub's memory per idle peer; again with 1 % and 5 % of
 #     UDP dropped by the kernel (nftables, up to 16 MiB, each run bounded),
 #     over a 1500-byte path (with the same loss runs) and between a
 #     9000-byte and a 1500-byte host; then the
@@ -268,6 +271,67 @@ loss_hosts() { # label
 	bash "$hosts" drop ${prefix}1 0 >/dev/null 2>&1
 	bash "$hosts" drop ${prefix}2 0 >/dev/null 2>&1
 }
+# While one side streams (opx_bw -m bw, window 64, data checked by the
+# protocol's CRC), the receiver's standalone datagrams (acks, nacks,
+# keepalives: "udp datagrams: sent N (acks, nacks and keepalives M)" in
+# its FI_OPX_STATS report) are at most 1/8 of the sender's data datagrams,
+# for packed small messages as for bulk
+ack_ratio_hosts() { # label size...
+	local s port rc dir ok=0 cli_sent cli_ctl srv_ctl data
+	local bw=${OPX_BUILD_DIR:-.}/test/bench/opx_bw
+	if [ ! -x "$bw" ]; then
+		echo "SKIP: $1 (opx_bw not built)"
+		return
+	fi
+	bw=$(cd "$(dirname "$bw")" && pwd)/opx_bw
+	dir=$(mktemp -d /tmp/opx-udp-ack.XXXXXX) || { result "$1" 1; return; }
+	for s in "${@:2}"; do
+		port=$((20000 + RANDOM % 30000))
+		timeout 90 bash "$hosts" run ${prefix}1 env FI_OPX_STATS=stderr "$bw" -p opx -P "$port" \
+			-T 60 >"$dir/srv" 2>&1 &
+		local spid=$!
+		pp_listening ${prefix}1 "$port" "$spid"
+		timeout 90 bash "$hosts" run ${prefix}2 env FI_OPX_STATS=stderr "$bw" -p opx -P "$port" \
+			-T 60 -m bw -S "$s" -t 0.5 198.18.0.1 >"$dir/cli" 2>&1
+		rc=$?
+		wait $spid || rc=1
+		cli_sent=$(sed -n 's/.*udp datagrams: sent \([0-9]*\) (acks, nacks and keepalives \([0-9]*\)).*/\1/p' "$dir/cli" | head -1)
+		cli_ctl=$(sed -n 's/.*udp datagrams: sent \([0-9]*\) (acks, nacks and keepalives \([0-9]*\)).*/\2/p' "$dir/cli" | head -1)
+		srv_ctl=$(sed -n 's/.*udp datagrams: sent \([0-9]*\) (acks, nacks and keepalives \([0-9]*\)).*/\2/p' "$dir/srv" | head -1)
+		if [ $rc != 0 ] || [ -z "$cli_sent" ] || [ -z "$cli_ctl" ] || [ -z "$srv_ctl" ]; then
+			echo "  size $s: rc $rc, no datagram counts"
+			tail -n 5 "$dir/srv" "$dir/cli"
+			ok=1
+			continue
+		fi
+		data=$((cli_sent - cli_ctl))
+		echo "  size $s: $data data datagrams, $srv_ctl acks/nacks/keepalives back"
+		if [ "$data" -lt 100 ] || [ $((8 * srv_ctl)) -gt "$data" ]; then
+			echo "  size $s: more than 1 standalone datagram back per 8 data datagrams"
+			ok=1
+		fi
+	done
+	rm -rf "$dir"
+	result "$1" $ok
+}
+# One endpoint and 1000 peers in one AV over the udp wire (4 processes of
+# 250 endpoints each, in one namespace host): every peer reached and
+# answering with checked data, and what a peer that went quiet costs the
+# hub's memory at most 4 KiB (opx_fanout -m, per_peer_bytes idle)
+fanout_hosts() { # label
+	local fo=${OPX_BUILD_DIR:-.}/test/integration/opx_fanout out rc
+	if [ ! -x "$fo" ]; then
+		echo "SKIP: $1 (opx_fanout not built)"
+		return
+	fi
+	fo=$(cd "$(dirname "$fo")" && pwd)/opx_fanout
+	out=$(cd /tmp && timeout -k 10 300 bash "$hosts" run ${prefix}1 env FI_OPX_WIRE=udp \
+		"$fo" -n 1000 -j 4 -m 4096 -T 280 2>&1)
+	rc=$?
+	echo "$out" | grep "^fanout" | sed 's/^/  /'
+	[ $rc = 0 ] || echo "$out" | tail -n 10
+	result "$1" $rc
+}
 loss_sizes="1 17 8193 1048576 16777216"
 [ "${UDP_QUICK:-0}" = 1 ] && loss_sizes="17 1048576 16777216"
 have_mpi=0
@@ -276,6 +340,8 @@ big=67108864
 [ "${UDP_QUICK:-0}" = 1 ] && big=
 if hosts_up 2; then
 	pp_hosts "2 hosts, jumbo frames, sizes $sizes $big" $sizes $big
+	ack_ratio_hosts "2 hosts, streaming: at most 1 ack per 8 data datagrams" 8 1024 65536 1048576
+	fanout_hosts "1 host, 1000 peers in one AV over the udp wire, at most 4 KiB per idle peer"
 	loss_hosts "jumbo frames"
 	if [ $have_mpi = 1 ]; then
 		mpi_hosts "MPI across 2 hosts, 2 ranks" 2
