@@ -181,74 +181,17 @@ hsize() {
 		else printf "%d B", s }'
 }
 
-# wait_bound NS PORT PID: until something in namespace NS listens on (TCP)
-# or is bound to (UDP) PORT.  0: it is; 1: the server (PID) died; 2: not
-# seen within 10 s, the server still running.
-wait_bound() {
-	local ns=$1 port=$2 pid=$3 i
-	if ! command -v ss >/dev/null 2>&1; then
-		sleep 1
-		return 0
-	fi
-	for ((i = 0; i < 200; i++)); do
-		ip netns exec "$ns" ss -Hlntu "sport = :$port" 2>/dev/null | grep -q . && return 0
-		kill -0 "$pid" 2>/dev/null || return 1
-		sleep 0.05
-	done
-	return 2
-}
-
-# run_pair OUT TMO OOB SERVER_CMD... -- CLIENT_CMD...: the server in $SRV_NS
-# on core 0, then the client in $CLI_NS on core 1, each under TMO seconds,
-# on a fresh port ($PORT replaces the literal word @PORT@; OOB is kept
-# for the callers' argument order).  The client's output
-# goes to OUT, the server's to OUT.srv.  Returns 0 when both succeeded;
-# CRC and SRC hold their statuses.  A server that outlives its client by
-# 5 s is stopped.
+# run_pair OUT TMO OOB SERVER_CMD... -- CLIENT_CMD...: bench_pair
+# (bench-common.sh) with the server in $SRV_NS and the client in $CLI_NS;
+# OOB is kept for the callers' argument order.
+PAIR_SRV=(bash "$HOSTS" run "$SRV_NS")
+PAIR_CLI=(bash "$HOSTS" run "$CLI_NS")
+PAIR_NS=$SRV_NS
+PAIR_WAIT_S=10
 run_pair() {
-	local out=$1 tmo=$2 srv=() cli=() a seen=0 spid i wb
+	local out=$1 tmo=$2
 	shift 3
-	for a in "$@"; do
-		if [ "$a" = "--" ]; then
-			seen=1
-		elif [ $seen -eq 0 ]; then
-			srv+=("$a")
-		else
-			cli+=("$a")
-		fi
-	done
-	for _ in 1 2 3; do
-		timeout -k 5 "$tmo" "${PIN_SRV[@]}" bash "$HOSTS" run "$SRV_NS" \
-			"${srv[@]//@PORT@/$PORT}" >"$out.srv" 2>&1 &
-		spid=$!
-		wait_bound "$SRV_NS" "$PORT" "$spid"
-		wb=$?
-		if [ $wb -ne 1 ]; then
-			[ $wb -eq 2 ] && NOTES+=("$(basename "$out"): server not seen on port $PORT within 10 s; client started anyway")
-			timeout -k 5 "$tmo" "${PIN_CLI[@]}" bash "$HOSTS" run "$CLI_NS" \
-				"${cli[@]//@PORT@/$PORT}" >"$out" 2>&1
-			CRC=$?
-		else
-			CRC=1
-			: >"$out"
-		fi
-		for ((i = 0; i < 100; i++)); do
-			kill -0 "$spid" 2>/dev/null || break
-			sleep 0.05
-		done
-		kill "$spid" 2>/dev/null
-		wait "$spid"
-		SRC=$?
-		PORT=$((PORT + 1))
-		[ $PORT -gt 49999 ] && PORT=20000
-		# A port another program holds: the same run on the next one.
-		if grep -qi 'address already in use' "$out.srv" "$out"; then
-			NOTES+=("$(basename "$out"): port in use, rerun on the next port")
-			continue
-		fi
-		break
-	done
-	[ "$CRC" -eq 0 ] && [ "$SRC" -eq 0 ]
+	bench_pair "$out" "$tmo" "$@"
 }
 
 # record KEY KIND VALUE OUT WHAT RUN: keep VALUE, or mark the cell fail and
@@ -411,61 +354,39 @@ fi
 MPI_OK=0
 MPI_LABELS=(opx tcp)
 
-# mpi_stack LABEL: the mpirun options that select it (in ARGS).
-mpi_stack() {
+# The bench-common.sh mpi_run hooks: one mpirun of mpi_bw over every size
+# (lat, bw), pml cm + mtl ofi on opx or ob1 + btl tcp.
+mpi_cmd() {
 	case $1 in
 	opx)
-		ARGS=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include opx
+		CMD=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include opx
 			-x FI_PROVIDER=opx -x FI_PROVIDER_PATH)
 		;;
 	tcp)
 		# shellcheck disable=SC2054 # the comma belongs to the MCA value
-		ARGS=(-mca pml ob1 -mca btl tcp,self)
+		CMD=(-mca pml ob1 -mca btl tcp,self)
 		;;
 	esac
+	CMD=(mpirun --allow-run-as-root "${HOSTARGS[@]}" -np 2 --map-by node --bind-to none "${CMD[@]}"
+		"${MPI_PIN[@]}" "$MPI_BW" -l "$1" -m all -t "$TARGET" -s "${MPI_SIZES// /,}")
 }
-
-# mpi_run LABEL RUN: one mpirun of mpi_bw over every size (lat, bw, bibw).
-mpi_run() {
-	local label=$1 run=$2 out=$tmp/mpi.$1.$2 rc size v line failed=0
-	mpi_stack "$label"
-	timeout -k 5 $MPI_TMO mpirun --allow-run-as-root "${HOSTARGS[@]}" -np 2 --map-by node \
-		--bind-to none "${ARGS[@]}" "${MPI_PIN[@]}" "$MPI_BW" -l "$label" -m all \
-		-t "$TARGET" -T $((MPI_TMO - 10)) -s "${MPI_SIZES// /,}" >"$out" 2>&1
-	rc=$?
+mpi_points() {
+	local size mode
 	for size in $MPI_SIZES; do
-		for mode in lat bw; do
-			line=$(grep "^mpi label=$label mode=$mode size=$size " "$out" | tail -n 1)
-			if [ $mode = lat ]; then
-				v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
-			else
-				v=$(sed -n 's/.* MBps=\([0-9.]*\).*/\1/p' <<<"$line")
-			fi
-			if [ -n "$v" ]; then
-				[ $mode = lat ] && keep "mpi/$label/lat$size" min "$v"
-				[ $mode = bw ] && keep "mpi/$label/bw$size" max "$v"
-			elif [ $rc -ne 0 ] && [ $failed = 0 ]; then
-				VAL[mpi/$label/$mode$size]=fail
-				FAILURES+=("MPI $label $mode $(hsize "$size"), run $run: mpirun rc $rc: $(grep -v '^mpi ' "$out" |
-					grep -E 'mpi_bw:|Segmentation|signal [0-9]|Aborted|timeout|rror' | head -n 2 |
-					tr '\n' ' ' | cut -c 1-160)")
-				failed=1
-			fi
-		done
+		for mode in lat bw; do echo "$mode$size"; done
 	done
-	if [ $failed = 0 ] && [ $rc -ne 0 ]; then
-		FAILURES+=("MPI $label run $run, after the last point: mpirun rc $rc: $(why "$out")")
-	fi
-	kill_leftovers
 }
+mpi_point() {
+	local mode=${2%%[0-9]*} size=${2##*[a-z]}
+	KEY=mpi/$1/$2 KIND=$(kind "$mode") WHAT="$mode $(hsize "$size")"
+	V=$(mpi_fig "$3" "^mpi label=$1 mode=$mode size=$size " "$([ "$mode" = lat ] && echo usec || echo MBps)")
+}
+mpi_after() { kill_leftovers; }
 
 if [ "${BENCH_HOSTS_MPI:-1}" != 0 ]; then
 	MPI_BW=$tmp/mpi_bw
-	if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
-		NOTES+=("Open MPI: mpicc/mpirun not found (openmpi-bin libopenmpi-dev), MPI part skipped")
-	elif ! mpicc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$MPI_BW" \
-		"$SRC_DIR/test/bench/mpi_bw.c" >"$tmp/mpicc" 2>&1; then
-		FAILURES+=("Open MPI: cannot build mpi_bw: $(why "$tmp/mpicc")")
+	if ! mpi_build mpi_bw "$MPI_BW"; then
+		:
 	elif ! hostargs=$(bash "$HOSTS" mpirun-args "$P" 2>&1); then
 		FAILURES+=("Open MPI: hosts.sh mpirun-args $P: $hostargs")
 	else
@@ -478,14 +399,8 @@ if [ "${BENCH_HOSTS_MPI:-1}" != 0 ]; then
 		[ ${#PIN_SRV[@]} -gt 0 ] && MPI_PIN=(sh -c 'exec taskset -c "$OMPI_COMM_WORLD_RANK" "$0" "$@"')
 		# Debian's openmpi-mca-params.conf has "mtl = ^ofi"; the command
 		# line wins.
-		for ((r = 1; r <= REPEAT; r++)); do
-			for label in "${MPI_LABELS[@]}"; do
-				# A run needs about 10 s; do not start one that cannot finish.
-				[ $((SECONDS + 15)) -ge $DEADLINE ] && continue
-				echo "  [MPI run $r/$REPEAT] $label" >&2
-				mpi_run "$label" "$r"
-			done
-		done
+		# A run needs about 10 s; do not start one that cannot finish.
+		mpi_runs 15
 	fi
 fi
 
@@ -727,16 +642,7 @@ done
 	echo " favours the floor by the jitter both share; the second against the floor's mean, like with like)"
 	echo
 
-	if [ ${#FAILURES[@]} -gt 0 ]; then
-		echo "failures (a cell marked fail had at least one failed run):"
-		printf '  %s\n' "${FAILURES[@]}" | awk '!seen[$0]++'
-		echo
-	fi
-	if [ ${#NOTES[@]} -gt 0 ]; then
-		echo "notes:"
-		printf '  %s\n' "${NOTES[@]}"
-		echo
-	fi
+	bench_footer "failures (a cell marked fail had at least one failed run):"
 	echo "(latency: ratio < 1 means opx is faster; rate and bandwidth: ratio > 1 means opx is faster;"
 	echo " \"<\" ends a row where opx is behind tcp, or ob1 tcp)"
 	bench_plots_done

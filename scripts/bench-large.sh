@@ -41,7 +41,6 @@ BENCH_NAME=bench-large.sh
 # shellcheck source=scripts/bench-common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 
-SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SIZES=${BENCH_LARGE_SIZES:-"16384 65536 262144 1048576 4194304 16777216"}
 MODES="bw bibw lat"
 TARGET=${BENCH_LARGE_TARGET:-0.25}
@@ -63,41 +62,23 @@ if [ ! -x "$BW" ]; then
 	echo "bench-large.sh: $BW not built (run make in $OPX_BUILD_DIR)" >&2
 	exit 1
 fi
-declare -A VAL      # "<prov>/<mode>/<size>" -> best figure, fail or skip
-declare -A MPIVAL   # "<label>/<mode>/<size>" -> best figure, fail or skip
-FAILURES=()
-NOTES=()
+# "<prov>/<mode>/<size>" and "mpi/<label>/<mode>/<size>" -> best figure,
+# fail or skip
+declare -A VAL
 
-# fabric_run PROV MODE SIZE: one opx_bw server/client pair on a fresh
-# port; sets FIG to the figure (MBps, or usec for lat) and returns 0, or
-# records the failure and returns 1.  Not meant for $(...): it updates
-# PORT and FAILURES.
+# fabric_run PROV MODE SIZE: one opx_bw server/client pair (bench_pair);
+# sets FIG to the figure (MBps, or usec for lat) and returns 0, or records
+# the failure and returns 1.  Not meant for $(...): it updates PORT,
+# FAILURES and NOTES.
 fabric_run() {
-	local prov=$1 mode=$2 size=$3 out=$tmp/bw.$1.$2.$3 crc src line try
+	local prov=$1 mode=$2 size=$3 out=$tmp/bw.$1.$2.$3 line PAIR_WHAT="$1 $2 $3"
+	local args=(-p "$prov" -P @PORT@ -T $((RUN_TMO - 3)))
 	FIG=
-	for ((try = 0; try < 2; try++)); do
-		fabric_pair "$prov" "$mode" "$size" "$out"
-		crc=$? src=$SRV_RC
-		# libfabric 1.17 shm names its region after the pid and fails
-		# fi_enable with EBUSY when a killed process of the same pid left
-		# one in /dev/shm: a property of the machine, not of the size
-		# being measured, so run once more (with new pids) and say so.
-		if { [ $crc -ne 0 ] || [ $src -ne 0 ]; } &&
-			grep -q 'fi_enable: Device or resource busy' "$out" "$out.srv"; then
-			NOTES+=("$prov $mode $size: EBUSY (stale region of a reused pid), rerun")
-			continue
-		fi
-		# The out-of-band port sits in the ephemeral range, so another
-		# program's connection can hold it: take the next port.
-		if [ $src -ne 0 ] && grep -q 'Address already in use' "$out.srv"; then
-			NOTES+=("$prov $mode $size: port in use, rerun on the next port")
-			continue
-		fi
-		break
-	done
+	bench_pair "$out" $RUN_TMO "$BW" "${args[@]}" -- \
+		"$BW" "${args[@]}" -m "$mode" -S "$size" -t "$TARGET" 127.0.0.1
 	line=$(grep '^bw ' "$out" | tail -n 1)
-	if [ $crc -ne 0 ] || [ $src -ne 0 ] || [ -z "$line" ]; then
-		FAILURES+=("$prov $mode $size: client rc $crc, server rc $src: $(why "$out" "$out.srv")")
+	if [ $CRC -ne 0 ] || [ $SRC -ne 0 ] || [ -z "$line" ]; then
+		FAILURES+=("$prov $mode $size: client rc $CRC, server rc $SRC: $(why "$out" "$out.srv")")
 		return 1
 	fi
 	if [ "$mode" = lat ]; then
@@ -106,27 +87,6 @@ fabric_run() {
 		FIG=$(sed -n 's/.* MBps=\([0-9.]*\).*/\1/p' <<<"$line")
 	fi
 	[ -n "$FIG" ]
-}
-
-# fabric_pair PROV MODE SIZE OUT: the processes of one run; returns the
-# client's status and leaves the server's in SRV_RC.
-fabric_pair() {
-	local prov=$1 mode=$2 size=$3 out=$4 spid crc
-	local args=(-p "$prov" -P "$PORT" -T $((RUN_TMO - 3)))
-	timeout $RUN_TMO "${PIN_SRV[@]}" "$BW" "${args[@]}" >"$out.srv" 2>&1 &
-	spid=$!
-	if wait_listen "$PORT" "$spid"; then
-		timeout $RUN_TMO "${PIN_CLI[@]}" "$BW" "${args[@]}" -m "$mode" -S "$size" \
-			-t "$TARGET" 127.0.0.1 >"$out" 2>&1
-		crc=$?
-	else
-		crc=1
-		kill "$spid" 2>/dev/null
-	fi
-	wait "$spid"
-	SRV_RC=$?
-	PORT=$((PORT + 1))
-	return $crc
 }
 
 echo "opx large-message benchmark: $(uname -n), $(nproc) cores, $pinning"
@@ -179,110 +139,63 @@ for size in $SIZES; do
 	done
 done
 
+# fabric_table MODE TITLE: p0 against p1 at every size.
 fabric_table() {
-	local mode=$1 title=$2 size a b
-	echo "$title"
-	printf '%9s %12s %12s %10s\n' size "$p0" "$p1" "$p0/$p1"
-	: >"$BENCH_OUT/large-$mode.dat"
-	for size in $SIZES; do
-		a=${VAL[$p0/$mode/$size]:-skip}
-		b=${VAL[$p1/$mode/$size]:-skip}
-		printf '%9s %12s %12s %10s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")"
-		bench_dat "large-$mode" "$size" "$a" "$b"
-	done
-	echo
-	bench_plot "large-$mode" "$title" "$([ "$mode" = lat ] && echo usec || echo MB/s)" "$p0" "$p1"
+	table "$2" "large-$1" - "$SIZES" "$p0/$1/@SIZE@" "$p1/$1/@SIZE@" -- size "$p0" "$p1" -- "$p0/$p1"
+	bench_plot "large-$1" "$2" "$([ "$1" = lat ] && echo usec || echo MB/s)" "$p0" "$p1"
 }
 fabric_table bw "bandwidth: opx_bw -m bw, window 64, MB/s, best of $REPEAT"
 fabric_table bibw "bidirectional bandwidth: opx_bw -m bibw, window 64, MB/s (both directions), best of $REPEAT"
 fabric_table lat "latency: opx_bw -m lat, usec one way (half round trip), best of $REPEAT"
 
 # ---- Open MPI: opx through pml cm / mtl ofi against ob1 / vader ----------
+# mpi_table MODE TITLE: opx under Open MPI against vader.
 mpi_table() {
-	local mode=$1 title=$2 size a b
-	echo "$title"
-	printf '%9s %12s %12s %10s\n' size "MPI $p0" "MPI vader" ratio
-	: >"$BENCH_OUT/large-mpi-$mode.dat"
-	for size in $SIZES; do
-		a=${MPIVAL[$p0/$mode/$size]:-skip}
-		b=${MPIVAL[vader/$mode/$size]:-skip}
-		printf '%9s %12s %12s %10s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")"
-		bench_dat "large-mpi-$mode" "$size" "$a" "$b"
-	done
-	echo
-	bench_plot "large-mpi-$mode" "$title" "$([ "$mode" = lat ] && echo usec || echo MB/s)" \
-		"MPI $p0" "MPI vader"
+	table "$2" "large-mpi-$1" - "$SIZES" "mpi/$p0/$1/@SIZE@" "mpi/vader/$1/@SIZE@" -- \
+		size "MPI $p0" "MPI vader" -- ratio
+	bench_plot "large-mpi-$1" "$2" "$([ "$1" = lat ] && echo usec || echo MB/s)" "MPI $p0" "MPI vader"
 }
 
-# mpi_run LABEL MPIRUN-ARGS...: one mpirun of mpi_bw over all sizes and
-# modes; folds its lines into MPIVAL, marking the missing ones "fail".
-mpi_run() {
-	local label=$1 out=$tmp/mpi.$1 rc mode size line v key
-	shift
-	timeout -k 5 $MPI_TMO mpirun -np 2 --bind-to core "${MPI_ROOT[@]}" "$@" \
-		"$MPI_BW" -l "$label" -t "$TARGET" -T $((MPI_TMO - 10)) \
-		-s "${SIZES// /,}" >"$out" 2>&1
-	rc=$?
-	[ $rc -ne 0 ] && FAILURES+=("MPI $label: mpirun rc $rc: $(why "$out")")
+# The bench-common.sh mpi_run hooks: one mpirun of mpi_bw over all sizes
+# and modes, pml cm + mtl ofi on p0 or ob1 + vader.
+MPI_LABELS=("$p0" vader)
+# shellcheck disable=SC2054 # commas belong to MCA values (self,vader)
+mpi_cmd() {
+	if [ "$1" = vader ]; then
+		CMD=(-mca pml ob1 -mca btl self,vader)
+	else
+		CMD=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$1"
+			-mca btl self -x "FI_PROVIDER=$1" -x FI_PROVIDER_PATH)
+	fi
+	CMD=(mpirun -np 2 --bind-to core "${MPI_ROOT[@]}" "${CMD[@]}"
+		"$MPI_BW" -l "$1" -t "$TARGET" -s "${SIZES// /,}")
+}
+mpi_points() {
+	local size mode
 	for size in $SIZES; do
-		for mode in $MODES; do
-			key=$label/$mode/$size
-			line=$(grep "^mpi label=$label mode=$mode size=$size " "$out" | tail -n 1)
-			if [ "$mode" = lat ]; then
-				v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
-			else
-				v=$(sed -n 's/.* MBps=\([0-9.]*\).*/\1/p' <<<"$line")
-			fi
-			if [ -z "$v" ]; then
-				MPIVAL[$key]=fail
-			elif [ "${MPIVAL[$key]:-}" != fail ]; then
-				MPIVAL[$key]=$(better "$(kind "$mode")" "${MPIVAL[$key]:-}" "$v")
-			fi
-		done
+		for mode in $MODES; do echo "$mode/$size"; done
 	done
+}
+mpi_point() {
+	local mode=${2%/*} size=${2#*/}
+	KEY=mpi/$1/$2 KIND=$(kind "$mode") WHAT="$mode $size"
+	V=$(mpi_fig "$3" "^mpi label=$1 mode=$mode size=$size " "$([ "$mode" = lat ] && echo usec || echo MBps)")
 }
 
 if [ "${BENCH_LARGE_MPI:-1}" != 0 ]; then
 	MPI_BW=$OPX_BUILD_DIR/test/bench/mpi_bw
-	MPI_ROOT=()
-	[ "$(id -u)" = 0 ] && MPI_ROOT=(--allow-run-as-root)
-	if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
-		echo "Open MPI: mpicc/mpirun not found, skipped"
-		echo
-	elif ! mkdir -p "$(dirname "$MPI_BW")" ||
-		! mpicc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$MPI_BW" \
-			"$SRC_DIR/test/bench/mpi_bw.c" >"$tmp/mpicc" 2>&1; then
-		echo "Open MPI: cannot build mpi_bw:"
-		sed 's/^/  /' "$tmp/mpicc"
-		echo
-	else
+	if mpi_build mpi_bw "$MPI_BW"; then
 		# Debian's openmpi-mca-params.conf has "mtl = ^ofi"; the command
-		# line wins.
-		for ((r = 0; r < REPEAT; r++)); do
-			echo "  [MPI run $((r + 1))/$REPEAT] opx, then vader" >&2
-			# A run needs about 15 s; do not start one that cannot finish.
-			[ $((SECONDS + 20)) -ge $DEADLINE ] && break
-			mpi_run "$p0" -mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$p0" \
-				-mca btl self -x "FI_PROVIDER=$p0" -x FI_PROVIDER_PATH
-			[ $((SECONDS + 20)) -ge $DEADLINE ] && break
-			mpi_run vader -mca pml ob1 -mca btl self,vader
-		done
+		# line wins.  A run needs about 15 s; do not start one that
+		# cannot finish.
+		mpi_runs 20
 		mpi_table bw "MPI bandwidth (osu_bw-like, window 64), MB/s, best of $REPEAT mpirun"
 		mpi_table bibw "MPI bidirectional bandwidth (osu_bibw-like), MB/s, best of $REPEAT mpirun"
 		mpi_table lat "MPI latency (osu_latency-like), usec one way, best of $REPEAT mpirun"
 	fi
 fi
 
-if [ ${#FAILURES[@]} -gt 0 ]; then
-	echo "failures (a cell marked fail is the first failing run's):"
-	printf '  %s\n' "${FAILURES[@]}" | awk '!seen[$0]++'
-	echo
-fi
-if [ ${#NOTES[@]} -gt 0 ]; then
-	echo "notes:"
-	printf '  %s\n' "${NOTES[@]}"
-	echo
-fi
+bench_footer "failures (a cell marked fail is the first failing run's):"
 echo "(bw/bibw ratio > 1 means $p0 is faster; latency ratio < 1 means $p0 is faster)"
 bench_plots_done
 echo "elapsed $((SECONDS - START))s"

@@ -56,8 +56,6 @@ DEADLINE=$((START + ${BENCH_MPI_DEADLINE:-600}))
 MPI_TMO=240
 OUT=$BENCH_OUT # bench-common.sh: <build>/bench-results unless BENCH_OUT says
 BIN=$OPX_BUILD_DIR/test/bench
-MPI_ROOT=()
-[ "$(id -u)" = 0 ] && MPI_ROOT=(--allow-run-as-root)
 declare -A VAL # "<stack>/<mode>/<size>" or "<stack>/<op>/np<N>/<size>"
 FAILURES=()
 
@@ -219,64 +217,41 @@ for ((r = 0; r < REPEAT; r++)); do
 	done
 done
 
-# table TITLE BETTER ROW-KEY-PREFIX ROW-KEY-SUFFIX SIZES: one row per size,
-# one column per stack, then opx/<other> ratios; "<" marks opx slower than
-# vader.  Also writes the table as data for the plot.
-table() {
-	local title=$1 better=$2 kpre=$3 ksuf=$4 sizes=$5 file=$6 size st v row ref flag
-	local p0=${STACKS[0]}
-	echo "$title"
-	row=$(printf '%9s' size)
-	for st in "${STACKS[@]}"; do row="$row$(printf ' %12s' "$st")"; done
-	for st in "${STACKS[@]:1}"; do row="$row$(printf ' %11s' "$p0/$st")"; done
-	echo "$row"
-	: >"$OUT/$file.dat"
-	echo "# size ${STACKS[*]}" >>"$OUT/$file.dat"
-	for size in $sizes; do
-		row=$(printf '%9s' "$size")
-		for st in "${STACKS[@]}"; do
-			row="$row$(printf ' %12s' "${VAL[$st/$kpre$size$ksuf]:-skip}")"
-		done
-		flag=""
-		for st in "${STACKS[@]:1}"; do
-			v=${VAL[$p0/$kpre$size$ksuf]:-}
-			ref=${VAL[$st/$kpre$size$ksuf]:-}
-			row="$row$(printf ' %11s' "$(awk -v a="$v" -v b="$ref" 'BEGIN {
-				if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b;
-				else printf "-" }')")"
-			if [ "$st" = vader ] && awk -v a="$v" -v b="$ref" -v m="$better" 'BEGIN {
-				exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ &&
-				       (m == "min" ? a + 0 > b + 0 : a + 0 < b + 0)) }'; then
-				flag="  < slower than vader"
-				SLOWER=$((SLOWER + 1))
-			fi
-		done
-		echo "$row$flag"
-		echo "$size $(for st in "${STACKS[@]}"; do v=${VAL[$st/$kpre$size$ksuf]:-}; [[ $v =~ ^[0-9.]+$ ]] && echo -n "$v " || echo -n "NaN "; done)" >>"$OUT/$file.dat"
-	done
-	echo
+# mtable TITLE BETTER ROW-KEY-PREFIX SIZES FILE: one row per size, one
+# column per stack, then opx/<other> ratios; "<" marks opx slower than
+# vader.  Also writes the table as data for the plot (FILE.dat).
+TABLE_W=(9 12 11)
+TABLE_WORSE="slower than vader"
+TABLE_REF=0
+for ((i = 1; i < ${#STACKS[@]}; i++)); do [ "${STACKS[$i]}" = vader ] && TABLE_REF=$i; done
+mtable() {
+	local keys=() ratios=() st k=$2
+	for st in "${STACKS[@]}"; do keys+=("$st/$3@SIZE@"); done
+	for st in "${STACKS[@]:1}"; do ratios+=("${STACKS[0]}/$st"); done
+	[ $TABLE_REF = 0 ] && k=-
+	table "$1" "$5" "$k" "$4" "${keys[@]}" -- size "${STACKS[@]}" -- "${ratios[@]}"
 }
 
 SLOWER=0
 {
-table "MPI latency (osu_latency-like), usec one way; lower is better" min "lat/" "" "$SIZES" mpi-lat
-table "MPI bandwidth (osu_bw-like, window 64), MB/s; higher is better" max "bw/" "" "$SIZES" mpi-bw
-table "MPI bidirectional bandwidth (osu_bibw-like), MB/s; higher is better" max "bibw/" "" "$SIZES" mpi-bibw
-table "MPI message rate (the bw stream), messages/s; higher is better" max "rate/" "" "$SIZES" mpi-rate
+mtable "MPI latency (osu_latency-like), usec one way; lower is better" min "lat/" "$SIZES" mpi-lat
+mtable "MPI bandwidth (osu_bw-like, window 64), MB/s; higher is better" max "bw/" "$SIZES" mpi-bw
+mtable "MPI bidirectional bandwidth (osu_bibw-like), MB/s; higher is better" max "bibw/" "$SIZES" mpi-bibw
+mtable "MPI message rate (the bw stream), messages/s; higher is better" max "rate/" "$SIZES" mpi-rate
 for np in $NPS; do
 	for op in allreduce alltoall bcast exchange; do
-		table "MPI $op, $np ranks, usec per operation; lower is better" min "$op/np$np/" "" \
+		mtable "MPI $op, $np ranks, usec per operation; lower is better" min "$op/np$np/" \
 			"$COLL_SIZES" "mpi-$op-np$np"
 	done
 done
 for np in $OVERSUB; do
 	for op in allreduce exchange; do
-		table "MPI $op, $np ranks on $(nproc) cores (oversubscribed), usec per operation; lower is better" \
-			min "$op/np$np/" "" 65536 "mpi-$op-np$np"
+		mtable "MPI $op, $np ranks on $(nproc) cores (oversubscribed), usec per operation; lower is better" \
+			min "$op/np$np/" 65536 "mpi-$op-np$np"
 	done
 done
-table "MPI job start, 2 ranks (mpirun to exit; the slowest rank's MPI_Init), seconds; lower is better" \
-	min "start/" "" "mpirun MPI_Init" mpi-start
+mtable "MPI job start, 2 ranks (mpirun to exit; the slowest rank's MPI_Init), seconds; lower is better" \
+	min "start/" "mpirun MPI_Init" mpi-start
 libfabric_note
 } | tee "$OUT/bench-mpi.txt"
 # The tee ran in a subshell: count the flags again from the saved tables.
@@ -292,11 +267,7 @@ for np in $NPS; do
 	done
 done
 
-if [ ${#FAILURES[@]} -gt 0 ]; then
-	echo "failures:"
-	printf '  %s\n' "${FAILURES[@]}" | awk '!seen[$0]++'
-	echo
-fi
+bench_footer "failures:"
 echo "$SLOWER rows where ${STACKS[0]} is slower than vader (marked <)"
 echo "tables: $OUT/bench-mpi.txt"
 bench_plots_done

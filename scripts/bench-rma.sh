@@ -57,7 +57,6 @@ BENCH_NAME=bench-rma.sh
 # shellcheck source=scripts/bench-common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/bench-common.sh"
 
-SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MAX=${BENCH_RMA_MAX:-16777216}
 TARGET=${BENCH_RMA_TARGET:-0.1}
 MPI_SIZES=${BENCH_RMA_MPI_SIZES:-"8 64 512 4096 16384 65536 262144 1048576"}
@@ -91,9 +90,9 @@ if [ -z "$SIZES" ]; then
 	exit 1
 fi
 
-declare -A VAL # "<prov>/<pass>/<op>/<size>" -> best figure, fail or skip
-FAILURES=()
-NOTES=()
+# "<prov>/<pass>/<op>/<size>" and "mpi/<label>/<op>/<sync>/<size>" -> best
+# figure, fail or skip
+declare -A VAL
 
 # ---- libfabric: opx_rma ---------------------------------------------------
 
@@ -110,52 +109,19 @@ pass_points() {
 	[ "$pass" = dc ] || echo "fadd/8"
 }
 
-# rma_pair PROV OUT CLIENT-ARGS...: one server/client run on a fresh port;
-# returns the client's status and leaves the server's in SRV_RC.
-rma_pair() {
-	local prov=$1 out=$2 spid crc
-	shift 2
-	local args=(-p "$prov" -P "$PORT" -T $((RUN_TMO - 5)))
-	FI_PROVIDER=$prov timeout $RUN_TMO "${PIN_SRV[@]}" "$RMA" "${args[@]}" >"$out.srv" 2>&1 &
-	spid=$!
-	if wait_listen "$PORT" "$spid"; then
-		FI_PROVIDER=$prov timeout $RUN_TMO "${PIN_CLI[@]}" "$RMA" "${args[@]}" -m "$MAX" \
-			-t "$TARGET" "$@" 127.0.0.1 >"$out" 2>&1
-		crc=$?
-	else
-		crc=1
-		kill "$spid" 2>/dev/null
-	fi
-	wait "$spid"
-	SRV_RC=$?
-	PORT=$((PORT + 1))
-	return $crc
-}
-
 # rma_run PROV PASS RUN: one opx_rma sweep (pass "def": every op at the
 # provider's default completion; "dc": puts with FI_DELIVERY_COMPLETE);
 # folds its lines into VAL and records a failure against the point the run
 # was at.
 rma_run() {
-	local prov=$1 pass=$2 run=$3 out=$tmp/rma.$1.$2.$3 crc src try pt op size v line
-	local extra=()
+	local prov=$1 pass=$2 run=$3 out=$tmp/rma.$1.$2.$3 crc src pt op size v line
+	local extra=() PAIR_WHAT="$1 $2 run $3"
+	local args=(-p "$prov" -P @PORT@ -T $((RUN_TMO - 5)))
 	# shellcheck disable=SC2054 # one option value, commas and all
 	[ "$pass" = dc ] && extra=(-D -o put_lat,put_bw)
-	for ((try = 0; try < 2; try++)); do
-		rma_pair "$prov" "$out" "${extra[@]}"
-		crc=$? src=$SRV_RC
-		[ $crc -eq 0 ] && [ $src -eq 0 ] && break
-		# Could not start: a port another program holds, or libfabric
-		# 1.17 shm's region named after a pid that a killed process left
-		# in /dev/shm (fi_enable EBUSY).  Neither is about RMA: rerun.
-		if grep -q 'Address already in use' "$out.srv" "$out"; then
-			NOTES+=("$prov $pass run $run: port in use, rerun on the next port")
-		elif grep -q 'fi_enable: Device or resource busy' "$out" "$out.srv"; then
-			NOTES+=("$prov $pass run $run: EBUSY (stale shm region of a reused pid), rerun")
-		else
-			break
-		fi
-	done
+	bench_pair "$out" $RUN_TMO env "FI_PROVIDER=$prov" "$RMA" "${args[@]}" -- \
+		env "FI_PROVIDER=$prov" "$RMA" "${args[@]}" -m "$MAX" -t "$TARGET" "${extra[@]}" 127.0.0.1
+	crc=$CRC src=$SRC
 	local failed=0
 	for pt in $(pass_points "$pass"); do
 		op=${pt%/*} size=${pt#*/}
@@ -202,54 +168,37 @@ for ((r = 1; r <= REPEAT; r++)); do
 	done
 done
 
-SLOWER=0
 # fab_table PASS OP TITLE: size, p0, p1, p0/p1 and a flag where p0 is
 # worse than p1.
+TABLE_WORSE="$p0 worse than $p1"
+TABLE_NOFIG="no $p0 figure"
 fab_table() {
-	local pass=$1 op=$2 title=$3 size a b k flag sizes=$SIZES
-	k=$(kind "$op")
-	[ "$op" = fadd ] && sizes=8
-	echo "$title"
-	printf '%9s %12s %12s %10s\n' size "$p0" "$p1" "$p0/$p1"
-	: >"$BENCH_OUT/rma-$pass-$op.dat"
-	for size in $sizes; do
-		a=${VAL[$p0/$pass/$op/$size]:-skip}
-		b=${VAL[$p1/$pass/$op/$size]:-skip}
-		flag=""
-		if awk -v a="$a" -v b="$b" -v m="$k" 'BEGIN {
-			exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ &&
-			       (m == "min" ? a + 0 > b + 0 : a + 0 < b + 0)) }'; then
-			flag="  < $p0 worse than $p1"
-			SLOWER=$((SLOWER + 1))
-		elif [ "$a" = fail ] || [ "$a" = skip ]; then
-			flag="  < no $p0 figure"
-			SLOWER=$((SLOWER + 1))
-		fi
-		printf '%9s %12s %12s %10s%s\n' "$size" "$a" "$b" "$(ratio "$a" "$b")" "$flag"
-		bench_dat "rma-$pass-$op" "$size" "$a" "$b"
-	done
-	echo
+	local sizes=$SIZES
+	[ "$2" = fadd ] && sizes=8
+	table "$3" "rma-$1-$2" "$(kind "$2")" "$sizes" "$p0/$1/$2/@SIZE@" "$p1/$1/$2/@SIZE@" -- \
+		size "$p0" "$p1" -- "$p0/$p1"
 }
 
 # ---- Open MPI: mpi_put --------------------------------------------------
 MPI_OK=0
-declare -A MVAL # "<label>/<op>/<sync>/<size>" -> best usec, fail or skip
 MPI_LABELS=(opx vader sm rdma-alloc)
 
-# mpi_args LABEL: the mpirun options and mpi_put flags of a stack (ARGS),
-# separated by "--".
+# The bench-common.sh mpi_run hooks: one mpirun of mpi_put over every size,
+# op and sync.  mpi_cmd LABEL: the options and mpi_put flags of a stack.
 # shellcheck disable=SC2054 # commas belong to MCA values (self,ofi)
-mpi_args() {
+mpi_cmd() {
 	local ofi=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include "$p0"
 		-mca btl self,ofi -mca btl_ofi_provider_include "$p0"
 		-mca osc rdma -mca osc_rdma_btls ofi
-		-x "FI_PROVIDER=$p0" -x FI_PROVIDER_PATH)
+		-x "FI_PROVIDER=$p0" -x FI_PROVIDER_PATH) args
 	case $1 in
-	opx) ARGS=("${ofi[@]}" -- -w create) ;;
-	rdma-alloc) ARGS=("${ofi[@]}" -- -w allocate) ;;
-	vader) ARGS=(-mca pml ob1 -mca btl self,vader -- -w create) ;;
-	sm) ARGS=(-mca pml ob1 -mca btl self,vader -mca osc sm -- -w allocate) ;;
+	opx) args=("${ofi[@]}" "$MPI_PUT" -w create) ;;
+	rdma-alloc) args=("${ofi[@]}" "$MPI_PUT" -w allocate) ;;
+	vader) args=(-mca pml ob1 -mca btl self,vader "$MPI_PUT" -w create) ;;
+	sm) args=(-mca pml ob1 -mca btl self,vader -mca osc sm "$MPI_PUT" -w allocate) ;;
 	esac
+	CMD=(mpirun -np 2 --oversubscribe --bind-to core "${MPI_ROOT[@]}" "${args[@]}" -l "$1"
+		-o put,get,acc -t "$TARGET" -s "${MPI_SIZES// /,}")
 }
 
 mpi_points() {
@@ -261,75 +210,21 @@ mpi_points() {
 	done
 }
 
-# mpi_why FILE: what an mpirun log says went wrong (the program's own
-# message or the signal), else its last line.
-mpi_why() {
-	local w
-	w=$(grep -v '^mpi_rma ' "$1" | grep -E 'mpi_put:|Segmentation|signal [0-9]|Aborted|timeout' |
-		head -n 2 | tr '\n' ' ' | cut -c 1-160)
-	echo "${w:-$(why "$1")}"
-}
-
-# mpi_run LABEL RUN: one mpirun of mpi_put over every size, op and sync.
-mpi_run() {
-	local label=$1 run=$2 out=$tmp/mpi.$1.$2 rc pt v line a mpi=() prog=() seen=0 failed=0
+mpi_point() {
 	local op sync size
-	mpi_args "$label"
-	for a in "${ARGS[@]}"; do
-		if [ "$a" = -- ]; then
-			seen=1
-		elif [ $seen = 0 ]; then
-			mpi+=("$a")
-		else
-			prog+=("$a")
-		fi
-	done
-	timeout -k 5 $MPI_TMO mpirun -np 2 --oversubscribe --bind-to core "${MPI_ROOT[@]}" \
-		"${mpi[@]}" "$MPI_PUT" -l "$label" "${prog[@]}" -o put,get,acc -t "$TARGET" -T $((MPI_TMO - 10)) \
-		-s "${MPI_SIZES// /,}" >"$out" 2>&1
-	rc=$?
-	for pt in $(mpi_points); do
-		IFS=/ read -r op sync size <<<"$pt"
-		line=$(grep "^mpi_rma label=$label .* op=$op sync=$sync size=$size " "$out" | tail -n 1)
-		v=$(sed -n 's/.* usec=\([0-9.]*\).*/\1/p' <<<"$line")
-		if [ -n "$v" ]; then
-			if [ "${MVAL[$label/$pt]:-}" != fail ]; then
-				MVAL[$label/$pt]=$(better min "${MVAL[$label/$pt]:-}" "$v")
-			fi
-		elif [ $rc -ne 0 ]; then
-			MVAL[$label/$pt]=fail
-			FAILURES+=("MPI $label $op/$sync $size, run $run: mpirun rc $rc: $(mpi_why "$out")")
-			failed=1
-			break
-		fi
-	done
-	if [ $failed = 0 ] && [ $rc -ne 0 ]; then
-		FAILURES+=("MPI $label run $run, after the last point: mpirun rc $rc: $(mpi_why "$out")")
-	fi
+	IFS=/ read -r op sync size <<<"$2"
+	KEY=mpi/$1/$2 KIND=min WHAT="$op/$sync $size"
+	V=$(mpi_fig "$3" "^mpi_rma label=$1 .* op=$op sync=$sync size=$size " usec)
 }
 
 if [ "${BENCH_RMA_MPI:-1}" != 0 ]; then
 	MPI_PUT=$OPX_BUILD_DIR/test/bench/mpi_put
-	MPI_ROOT=()
-	[ "$(id -u)" = 0 ] && MPI_ROOT=(--allow-run-as-root)
-	if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then
-		NOTES+=("Open MPI: mpicc/mpirun not found, MPI part skipped")
-	elif ! mkdir -p "$(dirname "$MPI_PUT")" ||
-		! mpicc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -o "$MPI_PUT" \
-			"$SRC_DIR/test/bench/mpi_put.c" >"$tmp/mpicc" 2>&1; then
-		FAILURES+=("Open MPI: cannot build mpi_put: $(why "$tmp/mpicc")")
-	else
+	if mpi_build mpi_put "$MPI_PUT"; then
 		MPI_OK=1
 		# Debian's openmpi-mca-params.conf has "mtl = ^ofi"; the command
-		# line wins.
-		for ((r = 1; r <= REPEAT; r++)); do
-			for label in "${MPI_LABELS[@]}"; do
-				# A run needs about 5 s; do not start one that cannot finish.
-				[ $((SECONDS + 10)) -ge $DEADLINE ] && continue
-				echo "  [MPI run $r/$REPEAT] $label" >&2
-				mpi_run "$label" "$r"
-			done
-		done
+		# line wins.  A run needs about 5 s; do not start one that cannot
+		# finish.
+		mpi_runs 10
 	fi
 fi
 
@@ -343,10 +238,10 @@ mpi_table() {
 		"$p0/sm" "rdma-alloc"
 	: >"$BENCH_OUT/rma-mpi-$op-$sync.dat"
 	for size in $MPI_SIZES; do
-		a=${MVAL[opx/$op/$sync/$size]:-skip}
-		b=${MVAL[sm/$op/$sync/$size]:-skip}
-		c=${MVAL[rdma-alloc/$op/$sync/$size]:-skip}
-		d=${MVAL[vader/$op/$sync/$size]:-skip}
+		a=${VAL[mpi/opx/$op/$sync/$size]:-skip}
+		b=${VAL[mpi/sm/$op/$sync/$size]:-skip}
+		c=${VAL[mpi/rdma-alloc/$op/$sync/$size]:-skip}
+		d=${VAL[mpi/vader/$op/$sync/$size]:-skip}
 		rt=$(ratio "$a" "$b")
 		rv=$(ratio "$a" "$d")
 		flag=""
@@ -399,16 +294,7 @@ mpi_table() {
 		echo
 	fi
 
-	if [ ${#FAILURES[@]} -gt 0 ]; then
-		echo "failures (a cell marked fail is the point that run was at):"
-		printf '  %s\n' "${FAILURES[@]}" | awk '!seen[$0]++'
-		echo
-	fi
-	if [ ${#NOTES[@]} -gt 0 ]; then
-		echo "notes:"
-		printf '  %s\n' "${NOTES[@]}"
-		echo
-	fi
+	bench_footer "failures (a cell marked fail is the point that run was at):"
 	echo "(latency: ratio < 1 means $p0 is faster; bandwidth and rate: ratio > 1 means $p0 is faster)"
 } | tee "$OUTFILE"
 echo "tables: $OUTFILE"

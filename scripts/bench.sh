@@ -50,41 +50,6 @@ if ! command -v fi_pingpong >/dev/null 2>&1; then
 	exit 1
 fi
 
-# run_pair OUTFILE SERVER_CMD... -- CLIENT_CMD...: one server/client run on
-# a fresh port ($PORT is substituted for the literal word @PORT@).  Prints
-# nothing; returns 0 when both sides succeeded.
-run_pair() {
-	local out=$1 srv=() cli=() a seen=0 spid crc src
-	shift
-	for a in "$@"; do
-		if [ "$a" = "--" ]; then
-			seen=1
-		elif [ $seen -eq 0 ]; then
-			srv+=("$a")
-		else
-			cli+=("$a")
-		fi
-	done
-	local try
-	for try in 1 2 3; do
-		timeout $RUN_TMO "${PIN_SRV[@]}" "${srv[@]//@PORT@/$PORT}" >"$out.srv" 2>&1 &
-		spid=$!
-		if wait_listen "$PORT" "$spid"; then
-			timeout $RUN_TMO "${PIN_CLI[@]}" "${cli[@]//@PORT@/$PORT}" >"$out" 2>&1
-			crc=$?
-		else
-			crc=1
-			kill "$spid" 2>/dev/null
-		fi
-		wait "$spid"
-		src=$?
-		PORT=$((PORT + 1))
-		# A port another program holds: the same run on the next one.
-		grep -qi 'address already in use' "$out.srv" || break
-	done
-	[ $crc -eq 0 ] && [ $src -eq 0 ]
-}
-
 # latency PROV SIZE -> best usec/xfer reported by the fi_pingpong client.
 # Both sides' result lines of every run are kept in $BENCH_OUT/
 # fi_pingpong-raw.txt.  Client and server time the same exchanges, so
@@ -97,7 +62,7 @@ latency() {
 	local pp=(fi_pingpong -p "$prov" -e rdm -m tagged -S "$size" -I "$ITERS")
 	for ((r = 0; r < REPEAT; r++)); do
 		[ $SECONDS -ge $DEADLINE ] && break
-		run_pair "$out" "${pp[@]}" -B @PORT@ -- "${pp[@]}" -P @PORT@ 127.0.0.1 || {
+		bench_pair "$out" $RUN_TMO "${pp[@]}" -B @PORT@ -- "${pp[@]}" -P @PORT@ 127.0.0.1 || {
 			echo fail
 			return
 		}
@@ -125,7 +90,7 @@ rate() {
 	fi
 	for ((r = 0; r < REPEAT; r++)); do
 		[ $SECONDS -ge $DEADLINE ] && break
-		run_pair "$out" "$MSGRATE" -p "$prov" -P @PORT@ -T $RUN_TMO -- \
+		bench_pair "$out" $RUN_TMO "$MSGRATE" -p "$prov" -P @PORT@ -T $RUN_TMO -- \
 			"$MSGRATE" -p "$prov" -P @PORT@ -T $RUN_TMO -S "$size" -n "$RATE_ITERS" \
 			127.0.0.1 || {
 			echo fail
@@ -141,24 +106,19 @@ rate() {
 p0=${PROVS[0]}
 
 # header: "size <prov>... <p0>/<prov>..."
+TABLE_W=(8 12 10)
 header() {
-	local p
-	printf '%8s' size
-	for p in "${PROVS[@]}"; do printf ' %12s' "$p"; done
-	for p in "${PROVS[@]:1}"; do printf ' %10s' "$p0/$p"; done
-	echo
+	local p ratios=()
+	for p in "${PROVS[@]:1}"; do ratios+=("$p0/$p"); done
+	table_head size "${PROVS[@]}" -- "${ratios[@]}"
 }
 
 # row SIZE FUNCTION: one figure per provider, then the ratios (and a row
 # of $BENCH_OUT/fabric-FUNCTION.dat for the plot).
 row() {
-	local size=$1 fn=$2 p i vals=()
+	local size=$1 fn=$2 p vals=()
 	for p in "${PROVS[@]}"; do vals+=("$($fn "$p" "$size")"); done
-	bench_dat "fabric-$fn" "$size" "${vals[@]}"
-	printf '%8s' "$size"
-	for ((i = 0; i < ${#vals[@]}; i++)); do printf ' %12s' "${vals[$i]}"; done
-	for ((i = 1; i < ${#vals[@]}; i++)); do printf ' %10s' "$(ratio "${vals[0]}" "${vals[$i]}")"; done
-	echo
+	table_row "fabric-$fn" - "$size" "${vals[@]}"
 }
 
 echo "opx benchmark: $(uname -n), $(nproc) cores, $pinning, load average $(cut -d' ' -f1-3 /proc/loadavg)"
