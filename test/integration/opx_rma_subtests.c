@@ -27,6 +27,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include "atomic_ref.h"
 #include "opx_rma_test.h"
 
 void sweep(void)
@@ -98,111 +99,7 @@ void sweep(void)
 	       (int)getpid(), ns, BIG);
 }
 
-/* ---- atomics: reference on small integers ---- */
-static size_t dsize(int dt)
-{
-	switch (dt) {
-	case FI_INT8: case FI_UINT8: return 1;
-	case FI_INT16: case FI_UINT16: return 2;
-	case FI_INT32: case FI_UINT32: case FI_FLOAT: return 4;
-	case FI_INT64: case FI_UINT64: case FI_DOUBLE: case FI_FLOAT_COMPLEX: return 8;
-	case FI_LONG_DOUBLE: return sizeof(long double);
-	case FI_DOUBLE_COMPLEX: return sizeof(double complex);
-	case FI_LONG_DOUBLE_COMPLEX: return sizeof(long double complex);
-	default: return 0;
-	}
-}
-
-static void put(int dt, void *buf, int i, int64_t v)
-{
-	uint8_t *p = (uint8_t *)buf + (size_t)i * dsize(dt);
-#define PUT(T) do { T x = (T)v; memcpy(p, &x, sizeof(x)); } while (0)
-	switch (dt) {
-	case FI_INT8: PUT(int8_t); break;
-	case FI_UINT8: PUT(uint8_t); break;
-	case FI_INT16: PUT(int16_t); break;
-	case FI_UINT16: PUT(uint16_t); break;
-	case FI_INT32: PUT(int32_t); break;
-	case FI_UINT32: PUT(uint32_t); break;
-	case FI_INT64: PUT(int64_t); break;
-	case FI_UINT64: PUT(uint64_t); break;
-	case FI_FLOAT: PUT(float); break;
-	case FI_DOUBLE: PUT(double); break;
-	case FI_LONG_DOUBLE: PUT(long double); break;
-	case FI_FLOAT_COMPLEX: PUT(float complex); break;
-	case FI_DOUBLE_COMPLEX: PUT(double complex); break;
-	case FI_LONG_DOUBLE_COMPLEX: PUT(long double complex); break;
-	}
-#undef PUT
-}
-
-static bool same(int dt, const void *buf, int i, int64_t v)
-{
-	const uint8_t *p = (const uint8_t *)buf + (size_t)i * dsize(dt);
-	if (dt == FI_LONG_DOUBLE) {
-		long double a;
-		memcpy(&a, p, sizeof(a));
-		return a == (long double)v;
-	}
-	if (dt == FI_LONG_DOUBLE_COMPLEX) {
-		long double complex a;
-		memcpy(&a, p, sizeof(a));
-		return a == (long double complex)v;
-	}
-	uint8_t want[16];
-	put(dt, want, 0, v);
-	return memcmp(want, p, dsize(dt)) == 0;
-}
-
-static bool is_cplx(int dt)
-{
-	return dt == FI_FLOAT_COMPLEX || dt == FI_DOUBLE_COMPLEX || dt == FI_LONG_DOUBLE_COMPLEX;
-}
-
-static bool ref_valid(int kind, int op, int dt)
-{
-	if (kind == 0 && !(op <= FI_BXOR || op == FI_ATOMIC_WRITE))
-		return false;
-	if (kind == 1 && op > FI_ATOMIC_WRITE)
-		return false;
-	if (kind == 2 && (op < FI_CSWAP || op > FI_MSWAP))
-		return false;
-	if (op == FI_BOR || op == FI_BAND || op == FI_BXOR || op == FI_MSWAP)
-		return dt <= FI_UINT64;
-	if (op == FI_MIN || op == FI_MAX || (op >= FI_CSWAP_LE && op <= FI_CSWAP_GT))
-		return !is_cplx(dt);
-	return true;
-}
-
-static int64_t ref_op(int op, int64_t d, int64_t s, int64_t c)
-{
-	switch (op) {
-	case FI_MIN: return s < d ? s : d;
-	case FI_MAX: return s > d ? s : d;
-	case FI_SUM: return d + s;
-	case FI_PROD: return d * s;
-	case FI_LOR: return d || s;
-	case FI_LAND: return d && s;
-	case FI_BOR: return d | s;
-	case FI_BAND: return d & s;
-	case FI_LXOR: return (d && !s) || (!d && s);
-	case FI_BXOR: return d ^ s;
-	case FI_ATOMIC_READ: return d;
-	case FI_ATOMIC_WRITE: return s;
-	case FI_CSWAP: return c == d ? s : d;
-	case FI_CSWAP_NE: return c != d ? s : d;
-	case FI_CSWAP_LE: return c <= d ? s : d;
-	case FI_CSWAP_LT: return c < d ? s : d;
-	case FI_CSWAP_GE: return c >= d ? s : d;
-	case FI_CSWAP_GT: return c > d ? s : d;
-	case FI_MSWAP: return (s & c) | (d & ~c);
-	default: return -999;
-	}
-}
-
-#define NEL 3
-static const int64_t V_D[NEL] = {6, 2, 0}, V_S[NEL] = {3, 7, 5}, V_C[NEL] = {6, 1, 0};
-
+/* ---- atomics: against the reference model (test/common/atomic_ref.h) ---- */
 void atomics(void)
 {
 	int ctx, n = 0;
@@ -213,7 +110,7 @@ void atomics(void)
 			for (int k = 0; k < 3; k++) {
 				uint8_t init[NEL * 32], s[NEL * 32], c[NEL * 32], r[NEL * 32],
 					back[NEL * 32];
-				size_t cnt = 0, bytes = NEL * dsize(dt);
+				size_t cnt = 0, bytes = NEL * ref_size(dt);
 				int v = k == 0   ? fi_atomicvalid(me.ep, dt, op, &cnt)
 					: k == 1 ? fi_fetch_atomicvalid(me.ep, dt, op, &cnt)
 						 : fi_compare_atomicvalid(me.ep, dt, op, &cnt);
@@ -223,9 +120,9 @@ void atomics(void)
 				if (v)
 					continue;
 				for (int i = 0; i < NEL; i++) {
-					put(dt, init, i, V_D[i]);
-					put(dt, s, i, V_S[i]);
-					put(dt, c, i, V_C[i]);
+					ref_put(dt, init, i, V_D[i]);
+					ref_put(dt, s, i, V_S[i]);
+					ref_put(dt, c, i, V_C[i]);
 				}
 				POST(fi_write(me.ep, init, bytes, NULL, tgt, ra, su.key[R_ATOM], &ctx));
 				expect_err(wait_comp(&ctx), 0, "atomic setup write");
@@ -243,10 +140,10 @@ void atomics(void)
 				POST(fi_read(me.ep, back, bytes, NULL, tgt, ra, su.key[R_ATOM], &ctx));
 				expect_err(wait_comp(&ctx), 0, "atomic read back");
 				for (int i = 0; i < NEL; i++) {
-					if (!same(dt, back, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
+					if (!ref_same(dt, back, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
 						DIE("kind %d op %d dt %d element %d: target wrong", k,
 						    op, dt, i);
-					if (k && !same(dt, r, i, V_D[i]))
+					if (k && !ref_same(dt, r, i, V_D[i]))
 						DIE("kind %d op %d dt %d element %d: fetched wrong", k,
 						    op, dt, i);
 				}

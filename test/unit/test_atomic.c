@@ -12,121 +12,15 @@
 
 #include <rdma/fi_atomic.h>
 
+#include "atomic_ref.h"
 #include "fixture.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 
 #define NDT (FI_UINT128 + 1)
-#define NEL 3
-
-/* Element values: target, operand, compare. */
-static const int64_t V_D[NEL] = {6, 2, 0};
-static const int64_t V_S[NEL] = {3, 7, 5};
-static const int64_t V_C[NEL] = {6, 1, 0};
-
-static bool is_cplx(int dt)
-{
-	return dt == FI_FLOAT_COMPLEX || dt == FI_DOUBLE_COMPLEX || dt == FI_LONG_DOUBLE_COMPLEX;
-}
-static bool is_int(int dt)
-{
-	return dt <= FI_UINT64 || dt == FI_INT128 || dt == FI_UINT128;
-}
-
-/* The man page's table, written independently of the provider's. */
-static bool ref_valid(int kind, int op, int dt)
-{
-	if (kind == 0 && !(op <= FI_BXOR || op == FI_ATOMIC_WRITE))
-		return false;
-	if (kind == 1 && op > FI_ATOMIC_WRITE)
-		return false;
-	if (kind == 2 && (op < FI_CSWAP || op > FI_MSWAP))
-		return false;
-	if (op == FI_BOR || op == FI_BAND || op == FI_BXOR || op == FI_MSWAP)
-		return is_int(dt);
-	if (op == FI_MIN || op == FI_MAX || (op >= FI_CSWAP_LE && op <= FI_CSWAP_GT))
-		return !is_cplx(dt);
-	return true;
-}
-
-static int64_t ref_op(int op, int64_t d, int64_t s, int64_t c)
-{
-	switch (op) {
-	case FI_MIN: return s < d ? s : d;
-	case FI_MAX: return s > d ? s : d;
-	case FI_SUM: return d + s;
-	case FI_PROD: return d * s;
-	case FI_LOR: return d || s;
-	case FI_LAND: return d && s;
-	case FI_BOR: return d | s;
-	case FI_BAND: return d & s;
-	case FI_LXOR: return (d && !s) || (!d && s);
-	case FI_BXOR: return d ^ s;
-	case FI_ATOMIC_READ: return d;
-	case FI_ATOMIC_WRITE: return s;
-	case FI_CSWAP: return c == d ? s : d;
-	case FI_CSWAP_NE: return c != d ? s : d;
-	case FI_CSWAP_LE: return c <= d ? s : d;
-	case FI_CSWAP_LT: return c < d ? s : d;
-	case FI_CSWAP_GE: return c >= d ? s : d;
-	case FI_CSWAP_GT: return c > d ? s : d;
-	case FI_MSWAP: return (s & c) | (d & ~c);
-	default: return -999;
-	}
-}
-
 static size_t dsize(int dt)
 {
 	return opx_atomic_dt_size((enum fi_datatype)dt);
-}
-
-static void put(int dt, void *buf, int i, int64_t v)
-{
-	uint8_t *p = (uint8_t *)buf + (size_t)i * dsize(dt);
-#define PUT(T) do { T x = (T)v; memcpy(p, &x, sizeof(x)); } while (0)
-	switch (dt) {
-	case FI_INT8: PUT(int8_t); break;
-	case FI_UINT8: PUT(uint8_t); break;
-	case FI_INT16: PUT(int16_t); break;
-	case FI_UINT16: PUT(uint16_t); break;
-	case FI_INT32: PUT(int32_t); break;
-	case FI_UINT32: PUT(uint32_t); break;
-	case FI_INT64: PUT(int64_t); break;
-	case FI_UINT64: PUT(uint64_t); break;
-	case FI_INT128: PUT(__int128); break;
-	case FI_UINT128: PUT(unsigned __int128); break;
-	case FI_FLOAT: PUT(float); break;
-	case FI_DOUBLE: PUT(double); break;
-	case FI_LONG_DOUBLE: PUT(long double); break;
-	case FI_FLOAT_COMPLEX: PUT(float complex); break;
-	case FI_DOUBLE_COMPLEX: PUT(double complex); break;
-	case FI_LONG_DOUBLE_COMPLEX: PUT(long double complex); break;
-	}
-#undef PUT
-}
-
-/* Compare element i of buf with v, exactly (imaginary part 0). */
-static bool same(int dt, const void *buf, int i, int64_t v)
-{
-	uint8_t want[32] = {0}, got[32] = {0};
-	size_t sz = dsize(dt);
-
-	put(dt, want, 0, v);
-	memcpy(got, (const uint8_t *)buf + (size_t)i * sz, sz);
-	if (dt == FI_LONG_DOUBLE || dt == FI_LONG_DOUBLE_COMPLEX) {
-		/* x87 long double has 6 padding bytes: compare values */
-		if (dt == FI_LONG_DOUBLE) {
-			long double a, b;
-			memcpy(&a, want, sizeof(a));
-			memcpy(&b, got, sizeof(b));
-			return a == b;
-		}
-		long double complex a, b;
-		memcpy(&a, want, sizeof(a));
-		memcpy(&b, got, sizeof(b));
-		return a == b;
-	}
-	return memcmp(want, got, sz) == 0;
 }
 
 static void test_kernels(void **state)
@@ -145,15 +39,15 @@ static void test_kernels(void **state)
 			if (!any)
 				continue;
 			for (int i = 0; i < NEL; i++) {
-				put(dt, d, i, V_D[i]);
-				put(dt, s, i, V_S[i]);
-				put(dt, c, i, V_C[i]);
+				ref_put(dt, d, i, V_D[i]);
+				ref_put(dt, s, i, V_S[i]);
+				ref_put(dt, c, i, V_C[i]);
 			}
 			assert_int_equal(opx_atomic_apply(op, dt, d, s, c, r, NEL), 0);
 			for (int i = 0; i < NEL; i++) {
-				if (!same(dt, d, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
+				if (!ref_same(dt, d, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
 					fail_msg("op %d dt %d element %d", op, dt, i);
-				assert_true(same(dt, r, i, V_D[i]));
+				assert_true(ref_same(dt, r, i, V_D[i]));
 			}
 			checked++;
 		}
@@ -224,9 +118,9 @@ static void test_loopback(void **state)
 				ssize_t rc;
 
 				for (int i = 0; i < NEL; i++) {
-					put(dt, tgt, i, V_D[i]);
-					put(dt, s, i, V_S[i]);
-					put(dt, c, i, V_C[i]);
+					ref_put(dt, tgt, i, V_D[i]);
+					ref_put(dt, s, i, V_S[i]);
+					ref_put(dt, c, i, V_C[i]);
 				}
 				memset(r, 0xa5, sizeof(r));
 				if (k == 0)
@@ -254,10 +148,10 @@ static void test_loopback(void **state)
 				assert_ptr_equal(ce.op_context, &ctx);
 				assert_true(ce.flags & FI_ATOMIC);
 				for (int i = 0; i < NEL; i++) {
-					if (!same(dt, tgt, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
+					if (!ref_same(dt, tgt, i, ref_op(op, V_D[i], V_S[i], V_C[i])))
 						fail_msg("k %d op %d dt %d element %d", k, op, dt, i);
 					if (k)
-						assert_true(same(dt, r, i, V_D[i]));
+						assert_true(ref_same(dt, r, i, V_D[i]));
 				}
 				n++;
 			}
