@@ -10,7 +10,9 @@
 #include <time.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -72,21 +74,34 @@ int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info)
 	return fx_getinfo_fmt(threading, caps, FI_FORMAT_UNSPEC, info);
 }
 
+struct fi_info *fx_hints(uint64_t caps)
+{
+	struct fi_info *hints = fi_allocinfo();
+
+	if (hints) {
+		hints->ep_attr->type = FI_EP_RDM;
+		hints->caps = caps;
+	}
+	return hints;
+}
+
+int fx_getinfo_hints(const struct fi_info *hints, struct fi_info **info)
+{
+	return fx_prov()->getinfo(FX_VERSION, NULL, NULL, 0, hints, info);
+}
+
 int fx_getinfo_fmt(const char *threading, uint64_t caps, uint32_t addr_format,
 		   struct fi_info **info)
 {
-	struct fi_provider *prov = fx_prov();
 	struct fi_info *hints;
 	int ret;
 
 	if (!info)
 		return -FI_EINVAL;
 	*info = NULL;
-	hints = fi_allocinfo();
+	hints = fx_hints(caps);
 	if (!hints)
 		return -FI_ENOMEM;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = caps;
 	hints->addr_format = addr_format;
 	if (threading) {
 		ret = fx_threading(threading, &hints->domain_attr->threading);
@@ -95,7 +110,7 @@ int fx_getinfo_fmt(const char *threading, uint64_t caps, uint32_t addr_format,
 			return ret;
 		}
 	}
-	ret = prov->getinfo(FX_VERSION, NULL, NULL, 0, hints, info);
+	ret = fx_getinfo_hints(hints, info);
 	fi_freeinfo(hints);
 	return ret;
 }
@@ -120,6 +135,10 @@ void fx_close(struct fx_env *e)
 		return;
 	if (e->ep)
 		(void)fi_close(&e->ep->fid);
+	if (e->wcntr)
+		(void)fi_close(&e->wcntr->fid);
+	if (e->rcntr)
+		(void)fi_close(&e->rcntr->fid);
 	if (e->cq)
 		(void)fi_close(&e->cq->fid);
 	if (e->av)
@@ -138,31 +157,43 @@ int fx_open_domain(struct fx_env *e, const char *threading)
 	return fx_open_domain_fmt(e, threading, 0, FI_FORMAT_UNSPEC);
 }
 
-int fx_open_domain_fmt(struct fx_env *e, const char *threading, uint64_t caps,
-		       uint32_t addr_format)
+/* info (e owns it from here), fabric and domain; on failure e is closed
+ * and zeroed. */
+static int fx_open_fabric(struct fx_env *e, struct fi_info *info)
 {
 	int ret;
 
-	if (!e)
+	if (!e) {
+		fi_freeinfo(info);
 		return -FI_EINVAL;
+	}
 	memset(e, 0, sizeof(*e));
-	ret = fx_getinfo_fmt(threading, caps, addr_format, &e->info);
-	if (ret)
-		goto fail;
+	e->info = info;
+	if (!info)
+		return -FI_EINVAL;
 	ret = fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL);
+	if (!ret)
+		ret = fi_domain(e->fabric, e->info, &e->domain, NULL);
 	if (ret)
-		goto fail;
-	ret = fi_domain(e->fabric, e->info, &e->domain, NULL);
-	if (ret)
-		goto fail;
-	return 0;
-fail:
-	fx_close(e);
+		fx_close(e);
 	return ret;
 }
 
-static int fx_open_rest(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
-			const void *src, size_t srclen);
+int fx_open_domain_fmt(struct fx_env *e, const char *threading, uint64_t caps,
+		       uint32_t addr_format)
+{
+	struct fi_info *info = NULL;
+	int ret = fx_getinfo_fmt(threading, caps, addr_format, &info);
+
+	if (ret) {
+		if (e)
+			memset(e, 0, sizeof(*e));
+		return ret;
+	}
+	return fx_open_fabric(e, info);
+}
+
+static int fx_open_rest(struct fx_env *e, const struct fx_opts *o);
 
 int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format)
 {
@@ -172,11 +203,12 @@ int fx_open(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_form
 int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
 	       const void *src, size_t srclen)
 {
+	struct fx_opts o = {.av_type = av_type, .cq_format = cq_format, .src = src, .srclen = srclen};
 	int ret = fx_open_domain(e, NULL);
 
 	if (ret)
 		return ret;
-	return fx_open_rest(e, av_type, cq_format, src, srclen);
+	return fx_open_rest(e, &o);
 }
 
 int fx_open_fmt(struct fx_env *e, uint32_t addr_format, uint64_t caps)
@@ -185,43 +217,76 @@ int fx_open_fmt(struct fx_env *e, uint32_t addr_format, uint64_t caps)
 
 	if (ret)
 		return ret;
-	return fx_open_rest(e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, NULL, 0);
+	return fx_open_rest(e, NULL);
 }
 
-/* AV, CQ and endpoint on an open domain; the endpoint's name inserted. */
-static int fx_open_rest(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_format,
-			const void *src, size_t srclen)
+int fx_open_info(struct fx_env *e, struct fi_info *info, const struct fx_opts *o)
 {
+	int ret = fx_open_fabric(e, info);
+
+	if (ret)
+		return ret;
+	return fx_open_rest(e, o);
+}
+
+int fx_open_hints(struct fx_env *e, const struct fi_info *hints)
+{
+	struct fi_info *info = NULL;
+	int ret = fx_getinfo_hints(hints, &info);
+
+	if (ret) {
+		if (e)
+			memset(e, 0, sizeof(*e));
+		return ret;
+	}
+	return fx_open_info(e, info, NULL);
+}
+
+/* AV, CQ, counters and endpoint on an open domain; the endpoint's name
+ * inserted.  o NULL: the defaults (see struct fx_opts). */
+static int fx_open_rest(struct fx_env *e, const struct fx_opts *o)
+{
+	static const struct fx_opts dflt = {.av_type = FI_AV_TABLE, .cq_format = FI_CQ_FORMAT_TAGGED};
 	struct fi_av_attr av_attr;
 	struct fi_cq_attr cq_attr;
+	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_NONE};
 	char addr[64];
 	size_t addrlen = sizeof(addr);
 	int ret;
 
-	e->info->domain_attr->av_type = av_type;
-	if (src) {
+	if (!o)
+		o = &dflt;
+	e->info->domain_attr->av_type = o->av_type;
+	if (o->src) {
 		free(e->info->src_addr);
-		e->info->src_addr = malloc(srclen);
+		e->info->src_addr = malloc(o->srclen);
 		if (!e->info->src_addr) {
 			ret = -FI_ENOMEM;
 			goto fail;
 		}
-		memcpy(e->info->src_addr, src, srclen);
-		e->info->src_addrlen = srclen;
+		memcpy(e->info->src_addr, o->src, o->srclen);
+		e->info->src_addrlen = o->srclen;
 	}
 
 	memset(&av_attr, 0, sizeof(av_attr));
-	av_attr.type = av_type;
+	av_attr.type = o->av_type;
 	ret = fi_av_open(e->domain, &av_attr, &e->av, NULL);
 	if (ret)
 		goto fail;
 
 	memset(&cq_attr, 0, sizeof(cq_attr));
-	cq_attr.format = cq_format;
+	cq_attr.format = o->cq_format;
 	cq_attr.wait_obj = FI_WAIT_NONE;
 	ret = fi_cq_open(e->domain, &cq_attr, &e->cq, NULL);
 	if (ret)
 		goto fail;
+	if (o->cntrs) {
+		ret = fi_cntr_open(e->domain, &cntr_attr, &e->wcntr, NULL);
+		if (!ret)
+			ret = fi_cntr_open(e->domain, &cntr_attr, &e->rcntr, NULL);
+		if (ret)
+			goto fail;
+	}
 
 	ret = fi_endpoint(e->domain, e->info, &e->ep, NULL);
 	if (ret)
@@ -232,6 +297,13 @@ static int fx_open_rest(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_fo
 	ret = fi_ep_bind(e->ep, &e->av->fid, 0);
 	if (ret)
 		goto fail;
+	if (o->cntrs) {
+		ret = fi_ep_bind(e->ep, &e->wcntr->fid, FI_WRITE);
+		if (!ret)
+			ret = fi_ep_bind(e->ep, &e->rcntr->fid, FI_READ);
+		if (ret)
+			goto fail;
+	}
 	ret = fi_enable(e->ep);
 	if (ret)
 		goto fail;
@@ -403,4 +475,75 @@ int fx_stash_wait(struct fid_cq *cq, struct fx_stash *st, void *ctx, struct fx_c
 			return -FI_ETIMEDOUT;
 		fx_stash_poll(cq, st);
 	}
+}
+
+uint8_t fx_echo_pat(unsigned seed, size_t i)
+{
+	return (uint8_t)(seed * 131u + i * 7u + 3u);
+}
+
+void fx_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed, uint64_t tag)
+{
+	uint8_t *out = malloc(len + FX_ECHO_NAME), *back = malloc(len);
+	struct fx_stash st = {.n = 0};
+	struct fx_comp c;
+	size_t nl = FX_ECHO_NAME;
+
+	assert_non_null(out);
+	assert_non_null(back);
+	assert_int_equal(fi_getname(&e->ep->fid, out, &nl), 0);
+	for (size_t i = 0; i < len; i++)
+		out[FX_ECHO_NAME + i] = fx_echo_pat(seed, i);
+	memset(back, 0, len);
+	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, FX_TAG_ECHO, 0, back), 0);
+	assert_int_equal(fi_tsend(e->ep, out, len + FX_ECHO_NAME, NULL, to, tag, out), 0);
+	/* either may complete first (the echo can beat the send's own
+	 * completion): a stash keeps the one not waited for yet */
+	assert_int_equal(fx_stash_wait(e->cq, &st, out, &c, FX_ECHO_MS), 0);
+	assert_int_equal(c.err, 0);
+	assert_int_equal(fx_stash_wait(e->cq, &st, back, &c, FX_ECHO_MS), 0);
+	assert_int_equal(c.err, 0);
+	for (size_t i = 0; i < len; i++)
+		if (back[i] != fx_echo_pat(seed, i))
+			fail_msg("echo of %zu bytes differs at %zu", len, i);
+	free(out);
+	free(back);
+}
+
+int fx_echo_serve(struct fx_env *e, void *buf, size_t size, uint64_t ignore, int high,
+		  uint64_t end, struct fi_cq_tagged_entry *ent)
+{
+	uint8_t *b = buf;
+	uint64_t tag = FX_TAG_ECHO;
+	fi_addr_t from;
+
+	if (fi_trecv(e->ep, buf, size, NULL, FI_ADDR_UNSPEC, FX_TAG_ECHO, ignore, buf))
+		return 3;
+	for (;;) {
+		ssize_t n = fi_cq_readfrom(e->cq, ent, 1, &from);
+
+		if (n == 1 && ent->op_context == buf)
+			break;
+		if (fx_now_ms() > end)
+			return -1;
+	}
+	/* the sender put its own name in the first bytes */
+	if (from == FI_ADDR_NOTAVAIL && fi_av_insert(e->av, buf, 1, &from, 0, NULL) != 1)
+		return 4;
+	if (high && (ent->tag & ignore))
+		tag = ent->tag & ignore;
+	while (fi_tsend(e->ep, b + FX_ECHO_NAME, ent->len - FX_ECHO_NAME, NULL, from, tag, buf) ==
+	       -FI_EAGAIN)
+		fi_cq_read(e->cq, NULL, 0);
+	if (fx_cq_wait(e->cq, buf, FX_ECHO_MS, NULL))
+		return 5;
+	return 0;
+}
+
+void fx_reap(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
 }

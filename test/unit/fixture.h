@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cmocka.h>
 
@@ -51,18 +52,38 @@ int fx_getinfo(const char *threading, uint64_t caps, struct fi_info **info);
 int fx_getinfo_fmt(const char *threading, uint64_t caps, uint32_t addr_format,
 		   struct fi_info **info);
 
+/* Hints for an RDM endpoint with caps (0: the provider's defaults), to
+ * adjust and pass to fx_getinfo_hints; NULL when out of memory. */
+struct fi_info *fx_hints(uint64_t caps);
+/* fi_getinfo through the provider with hints (still the caller's). */
+int fx_getinfo_hints(const struct fi_info *hints, struct fi_info **info);
+
 /* A loopback environment: one fabric, domain, AV, CQ and an enabled
  * endpoint bound to both, whose own address is inserted in the AV as
  * `self`.  The CQ is opened with wait_obj FI_WAIT_NONE and the given
- * format; the endpoint is bound with FI_TRANSMIT | FI_RECV. */
+ * format; the endpoint is bound with FI_TRANSMIT | FI_RECV, and to a
+ * write and a read counter when asked for (struct fx_opts). */
 struct fx_env {
 	struct fi_info *info;
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct fid_av *av;
 	struct fid_cq *cq;
+	struct fid_cntr *wcntr, *rcntr; /* NULL unless fx_opts.cntrs */
 	struct fid_ep *ep;
 	fi_addr_t self;
+};
+
+/* How fx_open_info opens the rest (NULL: FI_AV_TABLE, FI_CQ_FORMAT_TAGGED,
+ * no counters, the endpoint anywhere). */
+struct fx_opts {
+	enum fi_av_type av_type;
+	enum fi_cq_format cq_format;
+	/* a write and a read counter (FI_CNTR_EVENTS_COMP, FI_WAIT_NONE),
+	 * bound FI_WRITE and FI_READ */
+	int cntrs;
+	const void *src; /* the endpoint's fi_info src_addr (NULL: unset) */
+	size_t srclen;
 };
 
 /* Open *e (zeroed first).  On failure everything opened so far is closed,
@@ -74,6 +95,13 @@ int fx_open_at(struct fx_env *e, enum fi_av_type av_type, enum fi_cq_format cq_f
 /* fx_open (FI_AV_TABLE, FI_CQ_FORMAT_TAGGED) from an info asked for
  * with caps (0: defaults) and addr_format: names in that format. */
 int fx_open_fmt(struct fx_env *e, uint32_t addr_format, uint64_t caps);
+/* Open *e from info (the caller's fi_getinfo answer, adjusted as it
+ * likes; e owns it from here, also on failure).  Same failure contract
+ * as fx_open. */
+int fx_open_info(struct fx_env *e, struct fi_info *info, const struct fx_opts *o);
+/* fx_open_info (FI_AV_TABLE, FI_CQ_FORMAT_TAGGED) from the info of
+ * hints (still the caller's). */
+int fx_open_hints(struct fx_env *e, const struct fi_info *hints);
 /* Only info, fabric and domain (threading as for fx_getinfo); av, cq and
  * ep stay NULL.  Same failure contract as fx_open. */
 int fx_open_domain(struct fx_env *e, const char *threading);
@@ -115,6 +143,29 @@ int fx_exclusive(const char *what, unsigned ms);
  * 0 (*out filled when out is not NULL), the positive FI_E* error of an
  * error completion for ctx, or -FI_ETIMEDOUT. */
 int fx_cq_wait(struct fid_cq *cq, void *ctx, unsigned ms, struct fi_cq_tagged_entry *out);
+
+/* The echo peers of the udp wire suites (test_auth, test_rel): a
+ * message is the sender's name (FX_ECHO_NAME bytes) then data, which
+ * the peer sends back tagged FX_TAG_ECHO. */
+#define FX_TAG_ECHO 0x77u
+#define FX_ECHO_NAME 32u
+#define FX_ECHO_MS 20000u
+/* Byte i of the data of seed. */
+uint8_t fx_echo_pat(unsigned seed, size_t i);
+/* Send len data bytes of seed tagged tag to `to`, and check they come
+ * back within FX_ECHO_MS; fails the test otherwise. */
+void fx_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed, uint64_t tag);
+/* The echo peer's side, once: post a receive of FX_TAG_ECHO (the tag bits
+ * in ignore ignored) into buf, wait for it until end (fx_now_ms), then
+ * send the data after the sender's name back to the sender (inserted in
+ * the AV when unknown), tagged FX_TAG_ECHO, or with high set the bits of
+ * the tag it came with that are in ignore (FX_TAG_ECHO when none are).
+ * Returns 0 (*ent: the message), -1 when end passed first, or the exit
+ * status of a child that failed: 3 receive, 4 AV insert, 5 send. */
+int fx_echo_serve(struct fx_env *e, void *buf, size_t size, uint64_t ignore, int high,
+		  uint64_t end, struct fi_cq_tagged_entry *ent);
+/* SIGKILL a child and reap it. */
+void fx_reap(pid_t pid);
 
 /* Completions read from a CQ (FI_CQ_FORMAT_TAGGED) but not yet claimed by
  * a test, found by context: operations that complete in an order the

@@ -17,21 +17,10 @@
 #include "fixture.h"
 #include "opx_ep.h"
 
-struct rma_env {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_cntr *wcntr, *rcntr;
-	struct fid_ep *ep;
-	fi_addr_t self;
-};
-
-/* Close in reverse order and zero *e; safe on a partly opened env. */
-void rma_close(struct rma_env *e);
-/* Loopback endpoint on a domain opened with mr_mode. */
-void rma_open(struct rma_env *e, int mr_mode);
+/* Loopback endpoint (struct fx_env, with its write and read counters, a
+ * FI_CQ_FORMAT_DATA CQ) on a domain opened with mr_mode; fails the test
+ * on any error.  fx_close closes it. */
+void rma_open(struct fx_env *e, int mr_mode);
 
 /* The tests of the target-driven protocols (chunks, the target's CMA)
  * turn the initiator's direct copies off (test_rgn.c tests those); the
@@ -45,7 +34,7 @@ void rma_open(struct rma_env *e, int mr_mode);
 /* Wait for one completion (or error) with context ctx; returns 0 or the
  * positive error code.  Remote-CQ-data entries met on the way are
  * stored in *rdata (if not NULL). */
-int rma_wait(struct rma_env *e, void *ctx, struct fi_cq_data_entry *rdata);
+int rma_wait(struct fx_env *e, void *ctx, struct fi_cq_data_entry *rdata);
 
 /* n bytes of the pattern of seed at p. */
 void fill(uint8_t *p, size_t n, unsigned seed);

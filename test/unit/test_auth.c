@@ -31,18 +31,13 @@
 #include "shim_udp_wire.h"
 
 #define TA_WAIT_MS 20000u
-#define TA_TAG_ECHO 0x77u
+#define TA_TAG_ECHO FX_TAG_ECHO
 #define TA_TAG_ANY 0x1000u  /* the victim's wildcard receive */
 #define TA_TAG_DIR 0x2000u  /* the victim's receive directed at its good peer */
 #define TA_ATTACKS 20u      /* messages each attacker sends */
 #define TA_QUIET_MS 1500u   /* the victim watches for forged completions */
 
 static char ta_dir[64];
-
-static uint8_t ta_pat(unsigned seed, size_t i)
-{
-	return (uint8_t)(seed * 131u + i * 7u + 3u);
-}
 
 /* Child "echo": tell the parent our name, echo TA_TAG_ECHO messages. */
 static void ta_child_echo(int wfd)
@@ -58,29 +53,12 @@ static void ta_child_echo(int wfd)
 		_exit(2);
 	while (fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent;
-		fi_addr_t from;
-
-		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TA_TAG_ECHO, 0xff00u,
-			     buf))
-			_exit(3);
-		for (;;) {
-			ssize_t n = fi_cq_readfrom(e.cq, &ent, 1, &from);
-
-			if (n == 1 && ent.op_context == buf)
-				break;
-			if (fx_now_ms() > end)
-				_exit(0);
-		}
-		if (from == FI_ADDR_NOTAVAIL && fi_av_insert(e.av, buf, 1, &from, 0, NULL) != 1)
-			_exit(4);
 		/* answer on the high bits of the tag it came with (0: the echo
 		 * tag): the parent chooses which of its receives gets it */
-		while (fi_tsend(e.ep, buf + 32, ent.len - 32, NULL, from,
-				(ent.tag & 0xff00u) ? (ent.tag & 0xff00u) : TA_TAG_ECHO, buf) ==
-		       -FI_EAGAIN)
-			fi_cq_read(e.cq, NULL, 0);
-		if (fx_cq_wait(e.cq, buf, TA_WAIT_MS, NULL))
-			_exit(5);
+		int rc = fx_echo_serve(&e, buf, sizeof(buf), 0xff00u, 1, end, &ent);
+
+		if (rc)
+			_exit(rc < 0 ? 0 : rc);
 	}
 	_exit(0);
 }
@@ -160,14 +138,6 @@ static pid_t ta_spawn_echo(void *name, size_t name_len)
 	assert_int_equal(read(up[0], name, name_len), (ssize_t)name_len);
 	close(up[0]);
 	return pid;
-}
-
-static void ta_reap(pid_t pid)
-{
-	int st;
-
-	kill(pid, SIGKILL);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
 }
 
 static void ta_udp_stats(struct fx_env *e, struct shim_udp_stats *st)
@@ -298,34 +268,6 @@ static void test_auth_key_file(void **state)
 	fx_close(&e);
 }
 
-/* Echo len bytes through the peer, data checked. */
-static void ta_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
-{
-	uint8_t *out = malloc(len + 32), *back = malloc(len);
-	struct fx_stash st = {.n = 0};
-	struct fx_comp c;
-	size_t nl = 32;
-
-	assert_non_null(out);
-	assert_non_null(back);
-	assert_int_equal(fi_getname(&e->ep->fid, out, &nl), 0);
-	for (size_t i = 0; i < len; i++)
-		out[32 + i] = ta_pat(seed, i);
-	memset(back, 0, len);
-	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, TA_TAG_ECHO, 0, back), 0);
-	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, TA_TAG_ECHO, out), 0);
-	/* either may complete first: a stash keeps the other */
-	assert_int_equal(fx_stash_wait(e->cq, &st, out, &c, TA_WAIT_MS), 0);
-	assert_int_equal(c.err, 0);
-	assert_int_equal(fx_stash_wait(e->cq, &st, back, &c, TA_WAIT_MS), 0);
-	assert_int_equal(c.err, 0);
-	for (size_t i = 0; i < len; i++)
-		if (back[i] != ta_pat(seed, i))
-			fail_msg("echo of %zu bytes differs at %zu", len, i);
-	free(out);
-	free(back);
-}
-
 /* An echo child, and e opened knowing it as *peer (data checked once). */
 static pid_t ta_start_echo(struct fx_env *e, fi_addr_t *peer, unsigned seed)
 {
@@ -334,7 +276,7 @@ static pid_t ta_start_echo(struct fx_env *e, fi_addr_t *peer, unsigned seed)
 
 	assert_int_equal(fx_open(e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
 	assert_int_equal(fi_av_insert(e->av, &name, 1, peer, 0, NULL), 1);
-	ta_echo(e, *peer, 64, seed);
+	fx_echo(e, *peer, 64, seed, TA_TAG_ECHO);
 	return pid;
 }
 
@@ -347,8 +289,8 @@ static void test_auth_same_secret(void **state)
 
 	(void)state;
 	pid = ta_start_echo(&e, &peer, 1);
-	ta_echo(&e, peer, 200000, 2);
-	ta_reap(pid);
+	fx_echo(&e, peer, 200000, 2, TA_TAG_ECHO);
+	fx_reap(pid);
 	fx_close(&e);
 }
 
@@ -453,7 +395,7 @@ static void ta_via_good(struct fx_env *e, fi_addr_t good, uint64_t tag, uint8_t 
 
 	assert_int_equal(fi_getname(&e->ep->fid, msg, &nl), 0);
 	for (size_t i = 0; i < 100; i++)
-		msg[32 + i] = ta_pat(seed, i);
+		msg[32 + i] = fx_echo_pat(seed, i);
 	assert_int_equal(fi_tsend(e->ep, msg, sizeof(msg), NULL, good, tag | TA_TAG_ECHO, msg), 0);
 	/* either may complete first: a stash keeps the other */
 	assert_int_equal(fx_stash_wait(e->cq, &st, msg, &c, TA_WAIT_MS), 0);
@@ -464,7 +406,7 @@ static void ta_via_good(struct fx_env *e, fi_addr_t good, uint64_t tag, uint8_t 
 	assert_int_equal(ent.len, 100);
 	assert_int_equal(ent.tag, tag);
 	for (size_t i = 0; i < 100; i++)
-		assert_int_equal(buf[i], ta_pat(seed, i));
+		assert_int_equal(buf[i], fx_echo_pat(seed, i));
 }
 
 /* Attackers with another secret, with no MAC, with another user's key
@@ -500,7 +442,7 @@ static void test_auth_forged_messages(void **state)
 	/* the good peer: its messages land in those very receives */
 	ta_via_good(&e, good, TA_TAG_ANY, any, 9);
 	ta_via_good(&e, good, TA_TAG_DIR, dir, 10);
-	ta_reap(pid);
+	fx_reap(pid);
 	fx_close(&e);
 }
 

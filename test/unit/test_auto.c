@@ -31,15 +31,6 @@
 #define TA_MSG (1u << 20) /* rendezvous */
 #define TA_TAG 0x55u
 
-struct ta_env {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-};
-
 /* What the child tells the parent. */
 struct ta_hello {
 	char name[64];
@@ -55,55 +46,28 @@ static uint8_t ta_pat(unsigned seed, size_t i)
 
 static int ta_info(enum fi_progress progress, struct fi_info **info)
 {
-	struct fi_info *hints = fi_allocinfo();
+	struct fi_info *hints = fx_hints(FI_RMA | FI_TAGGED);
 	int ret;
 
 	if (!hints)
 		return -FI_ENOMEM;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_RMA | FI_TAGGED;
 	hints->domain_attr->data_progress = progress;
 	hints->domain_attr->control_progress = progress;
 	hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-	ret = fx_prov()->getinfo(FX_VERSION, NULL, NULL, 0, hints, info);
+	ret = fx_getinfo_hints(hints, info);
 	fi_freeinfo(hints);
 	return ret;
 }
 
-static int ta_open(struct ta_env *e, enum fi_progress progress)
+static int ta_open(struct fx_env *e, enum fi_progress progress)
 {
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	struct fi_info *info;
 
 	memset(e, 0, sizeof(*e));
-	if (ta_info(progress, &e->info))
+	if (ta_info(progress, &info))
 		return -1;
-	e->info->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
-	if (fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL) ||
-	    fi_domain(e->fabric, e->info, &e->domain, NULL) ||
-	    fi_av_open(e->domain, &av_attr, &e->av, NULL) ||
-	    fi_cq_open(e->domain, &cq_attr, &e->cq, NULL) ||
-	    fi_endpoint(e->domain, e->info, &e->ep, NULL) || fi_ep_bind(e->ep, &e->av->fid, 0) ||
-	    fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV) || fi_enable(e->ep))
-		return -1;
-	return 0;
-}
-
-static void ta_close(struct ta_env *e)
-{
-	if (e->ep)
-		fi_close(&e->ep->fid);
-	if (e->cq)
-		fi_close(&e->cq->fid);
-	if (e->av)
-		fi_close(&e->av->fid);
-	if (e->domain)
-		fi_close(&e->domain->fid);
-	if (e->fabric)
-		fi_close(&e->fabric->fid);
-	if (e->info)
-		fi_freeinfo(e->info);
-	memset(e, 0, sizeof(*e));
+	info->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY;
+	return fx_open_info(e, info, NULL) ? -1 : 0;
 }
 
 static void test_auto_getinfo(void **state)
@@ -138,7 +102,7 @@ static void ta_child(int rfd, int wfd)
 {
 	static uint8_t region[TA_REGION], msg[TA_MSG];
 	struct ta_hello h;
-	struct ta_env e;
+	struct fx_env e;
 	struct fid_mr *mr;
 	struct fi_cq_tagged_entry ent;
 	struct timespec nap = {0, 5000000};
@@ -188,11 +152,11 @@ static void ta_child(int rfd, int wfd)
 	if (write(wfd, &ms, sizeof(ms)) != sizeof(ms))
 		_exit(7);
 	fi_close(&mr->fid);
-	ta_close(&e);
+	fx_close(&e);
 	_exit(0);
 }
 
-static int ta_wait(struct ta_env *e, void *ctx)
+static int ta_wait(struct fx_env *e, void *ctx)
 {
 	uint64_t end = fx_now_ms() + TA_WAIT_MS;
 
@@ -216,7 +180,7 @@ static void test_auto_sleeping_target(void **state)
 {
 	static uint8_t out[TA_REGION], back[TA_REGION], msg[TA_MSG];
 	struct ta_hello h;
-	struct ta_env e;
+	struct fx_env e;
 	int down[2], up[2], st, ms = -1;
 	fi_addr_t t;
 	pid_t pid;
@@ -267,7 +231,7 @@ static void test_auto_sleeping_target(void **state)
 	assert_int_equal(WEXITSTATUS(st), 0);
 	close(down[1]);
 	close(up[0]);
-	ta_close(&e);
+	fx_close(&e);
 }
 
 int main(int argc, char **argv)

@@ -18,58 +18,18 @@
 
 #define TP_WAIT_MS 20000u
 
-struct tp_env {
-	struct fi_info *info;
-	struct fid_fabric *fabric;
-	struct fid_domain *domain;
-	struct fid_av *av;
-	struct fid_cq *cq;
-	struct fid_ep *ep;
-	fi_addr_t self;
-};
-
-static int tp_open(struct tp_env *e, uint64_t mode)
+static int tp_open(struct fx_env *e, uint64_t mode)
 {
-	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
-	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
-	struct fi_info *hints = fi_allocinfo();
-	char name[64];
-	size_t nl = sizeof(name);
+	struct fi_info *hints = fx_hints(FI_MSG | FI_TAGGED);
 	int rc;
 
 	memset(e, 0, sizeof(*e));
 	if (!hints)
 		return -FI_ENOMEM;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_TAGGED;
 	hints->mode = mode;
-	rc = fx_prov()->getinfo(FX_VERSION, NULL, NULL, 0, hints, &e->info);
+	rc = fx_open_hints(e, hints);
 	fi_freeinfo(hints);
-	if (rc || fx_prov()->fabric(e->info->fabric_attr, &e->fabric, NULL) ||
-	    fi_domain(e->fabric, e->info, &e->domain, NULL) ||
-	    fi_av_open(e->domain, &av_attr, &e->av, NULL) ||
-	    fi_cq_open(e->domain, &cq_attr, &e->cq, NULL) ||
-	    fi_endpoint(e->domain, e->info, &e->ep, NULL) || fi_ep_bind(e->ep, &e->av->fid, 0) ||
-	    fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV) || fi_enable(e->ep) ||
-	    fi_getname(&e->ep->fid, name, &nl) || fi_av_insert(e->av, name, 1, &e->self, 0, NULL) != 1)
-		return -1;
-	return 0;
-}
-
-static void tp_close(struct tp_env *e)
-{
-	if (e->ep)
-		fi_close(&e->ep->fid);
-	if (e->cq)
-		fi_close(&e->cq->fid);
-	if (e->av)
-		fi_close(&e->av->fid);
-	if (e->domain)
-		fi_close(&e->domain->fid);
-	if (e->fabric)
-		fi_close(&e->fabric->fid);
-	if (e->info)
-		fi_freeinfo(e->info);
+	return rc ? -1 : 0;
 }
 
 static uint8_t tp_pat(size_t seed, size_t i)
@@ -79,30 +39,30 @@ static uint8_t tp_pat(size_t seed, size_t i)
 
 static void test_prefix_info(void **state)
 {
-	struct tp_env e;
+	struct fx_env e;
 
 	(void)state;
 	assert_int_equal(tp_open(&e, FI_MSG_PREFIX), 0);
 	assert_true(e.info->mode & FI_MSG_PREFIX);
 	assert_true(e.info->ep_attr->msg_prefix_size > 0);
 	assert_int_equal(e.info->ep_attr->msg_prefix_size % 8, 0);
-	tp_close(&e);
+	fx_close(&e);
 	assert_int_equal(tp_open(&e, 0), 0);
 	assert_false(e.info->mode & FI_MSG_PREFIX);
 	assert_int_equal(e.info->ep_attr->msg_prefix_size, 0);
-	tp_close(&e);
+	fx_close(&e);
 	/* FI_OPX_MSG_PREFIX off (the default): offered, not required */
 	opx_env.msg_prefix = false;
 	assert_int_equal(tp_open(&e, FI_MSG_PREFIX), 0);
 	assert_false(e.info->mode & FI_MSG_PREFIX);
 	assert_int_equal(e.info->ep_attr->msg_prefix_size, 0);
-	tp_close(&e);
+	fx_close(&e);
 	opx_env.msg_prefix = true;
 }
 
 /* One message of len data bytes through the prefix, tagged or not,
  * as one buffer or split after the prefix. */
-static void tp_one(struct tp_env *e, size_t len, bool tagged, bool split)
+static void tp_one(struct fx_env *e, size_t len, bool tagged, bool split)
 {
 	size_t p = e->info->ep_attr->msg_prefix_size;
 	uint8_t *out = malloc(p + len + 1), *in = malloc(p + len + 64);
@@ -164,19 +124,19 @@ static void tp_one(struct tp_env *e, size_t len, bool tagged, bool split)
 static void test_prefix_data(void **state)
 {
 	static const size_t sizes[] = {0, 1, 7, 8, 9, 63, 64, 65, 4095, 4096, 4097, 65536, 1 << 20};
-	struct tp_env e;
+	struct fx_env e;
 
 	(void)state;
 	assert_int_equal(tp_open(&e, FI_MSG_PREFIX), 0);
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
 		for (int k = 0; k < 4; k++)
 			tp_one(&e, sizes[i], k & 1, k & 2);
-	tp_close(&e);
+	fx_close(&e);
 }
 
 static void test_prefix_inject_and_refusals(void **state)
 {
-	struct tp_env e;
+	struct fx_env e;
 	size_t p, inj;
 	uint8_t *buf, in[512];
 	struct fi_cq_tagged_entry ent;
@@ -212,7 +172,7 @@ static void test_prefix_inject_and_refusals(void **state)
 	assert_int_equal(fi_recvmsg(e.ep, &m, FI_MULTI_RECV), -FI_EINVAL);
 	free(big);
 	free(buf);
-	tp_close(&e);
+	fx_close(&e);
 }
 
 int main(void)

@@ -25,7 +25,7 @@
 #include "shim_udp_wire.h"
 
 #define TR_WAIT_MS 20000u
-#define TR_TAG_ECHO 0x77u
+#define TR_TAG_ECHO FX_TAG_ECHO
 #define TR_TAG_BUSY 0x177u /* echoed, then the child computes */
 #define TR_TAG_FULL 0x277u /* echoed, then the child only progresses */
 #define TR_BUSY_MS 3000u   /* three peer timeouts */
@@ -34,11 +34,6 @@
 
 /* extra environment (NAME=value, NULL-terminated) for the next child */
 static char *const *tr_child_env;
-
-static uint8_t tr_pat(unsigned seed, size_t i)
-{
-	return (uint8_t)(seed * 131u + i * 7u + 3u);
-}
 
 /* Child: open at src (NULL: anywhere), tell the parent our name, then
  * echo every message tagged TR_TAG_ECHO back to its sender until killed
@@ -58,28 +53,10 @@ static void tr_child(int wfd, const struct shim_addr *src)
 		usleep(TR_BUSY_MS * 1000u);
 	while (fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent;
-		fi_addr_t from;
+		int rc = fx_echo_serve(&e, buf, sizeof(buf), 0x300u, 0, end, &ent);
 
-		if (fi_trecv(e.ep, buf, sizeof(buf), NULL, FI_ADDR_UNSPEC, TR_TAG_ECHO, 0x300u,
-			     buf))
-			_exit(3);
-		for (;;) {
-			ssize_t n = fi_cq_readfrom(e.cq, &ent, 1, &from);
-
-			if (n == 1 && ent.op_context == buf)
-				break;
-			if (fx_now_ms() > end)
-				_exit(0);
-		}
-		/* the sender put its own name in the first bytes */
-		if (from == FI_ADDR_NOTAVAIL &&
-		    fi_av_insert(e.av, buf, 1, &from, 0, NULL) != 1)
-			_exit(4);
-		while (fi_tsend(e.ep, buf + 32, ent.len - 32, NULL, from, TR_TAG_ECHO, buf) ==
-		       -FI_EAGAIN)
-			fi_cq_read(e.cq, NULL, 0);
-		if (fx_cq_wait(e.cq, buf, TR_WAIT_MS, NULL))
-			_exit(5);
+		if (rc)
+			_exit(rc < 0 ? 0 : rc);
 		if (ent.tag == TR_TAG_BUSY)
 			usleep(TR_BUSY_MS * 1000u); /* no progress at all */
 		if (ent.tag == TR_TAG_FULL) /* progress, but no receive posted */
@@ -118,49 +95,6 @@ static pid_t tr_spawn(const struct shim_addr *src, struct shim_addr *name)
 	return pid;
 }
 
-/* Send len bytes (our name first, then a pattern) tagged tag, and check
- * the echo. */
-static void tr_echo_tag(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed, uint64_t tag)
-{
-	uint8_t *out = malloc(len + 32), *back = malloc(len);
-	struct fx_stash st = {.n = 0};
-	struct fx_comp c;
-	size_t nl = 32;
-
-	assert_non_null(out);
-	assert_non_null(back);
-	assert_int_equal(fi_getname(&e->ep->fid, out, &nl), 0);
-	for (size_t i = 0; i < len; i++)
-		out[32 + i] = tr_pat(seed, i);
-	memset(back, 0, len);
-	assert_int_equal(fi_trecv(e->ep, back, len, NULL, to, TR_TAG_ECHO, 0, back), 0);
-	assert_int_equal(fi_tsend(e->ep, out, len + 32, NULL, to, tag, out), 0);
-	/* either may complete first (the echo can beat the send's own
-	 * completion): a stash keeps the one not waited for yet */
-	assert_int_equal(fx_stash_wait(e->cq, &st, out, &c, TR_WAIT_MS), 0);
-	assert_int_equal(c.err, 0);
-	assert_int_equal(fx_stash_wait(e->cq, &st, back, &c, TR_WAIT_MS), 0);
-	assert_int_equal(c.err, 0);
-	for (size_t i = 0; i < len; i++)
-		if (back[i] != tr_pat(seed, i))
-			fail_msg("echo of %zu bytes differs at %zu", len, i);
-	free(out);
-	free(back);
-}
-
-static void tr_echo(struct fx_env *e, fi_addr_t to, size_t len, unsigned seed)
-{
-	tr_echo_tag(e, to, len, seed, TR_TAG_ECHO);
-}
-
-static void tr_reap(pid_t pid)
-{
-	int st;
-
-	kill(pid, SIGKILL);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-}
-
 /* A peer killed mid-stream: errors, not a hang. */
 static void test_rel_peer_killed(void **state)
 {
@@ -178,13 +112,13 @@ static void test_rel_peer_killed(void **state)
 	pid = tr_spawn(NULL, &name);
 	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
 	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
-	tr_echo(&e, peer, 100, 1);
-	tr_echo(&e, peer, 200000, 2); /* rendezvous both ways */
+	fx_echo(&e, peer, 100, 1, TR_TAG_ECHO);
+	fx_echo(&e, peer, 200000, 2, TR_TAG_ECHO); /* rendezvous both ways */
 	/* a rendezvous send the dead will never answer, and a receive
 	 * directed at it that it will never satisfy */
 	assert_int_equal(fi_tsend(e.ep, big, sizeof(big), NULL, peer, 0x5, big), 0);
 	assert_int_equal(fi_trecv(e.ep, rsmall, sizeof(rsmall), NULL, peer, 0x9, 0, rsmall), 0);
-	tr_reap(pid);
+	fx_reap(pid);
 	t0 = fx_now_ms();
 	while (fx_now_ms() - t0 < TR_WAIT_MS) {
 		rc = fi_tsend(e.ep, small, sizeof(small), NULL, peer, 0x6, NULL);
@@ -230,8 +164,8 @@ static void test_rel_peer_killed(void **state)
 	/* still talks to a live peer (a new one) */
 	pid = tr_spawn(NULL, &name);
 	assert_int_equal(fi_av_insert(e.av, &name, 1, &peer, 0, NULL), 1);
-	tr_echo(&e, peer, 5000, 3);
-	tr_reap(pid);
+	fx_echo(&e, peer, 5000, 3, TR_TAG_ECHO);
+	fx_reap(pid);
 	fx_close(&e);
 }
 
@@ -277,19 +211,19 @@ static void test_rel_peer_busy(void **state)
 
 	(void)state;
 	pid = tr_start(&e, NULL, &peer);
-	tr_echo_tag(&e, peer, 100, 6, TR_TAG_BUSY);
+	fx_echo(&e, peer, 100, 6, TR_TAG_BUSY);
 	for (t0 = fx_now_ms(); fx_now_ms() - t0 < TR_BUSY_MS + 500;)
 		(void)fi_cq_read(e.cq, NULL, 0);
 	assert_int_equal(tr_peer_timeouts(&e), 0);
-	tr_echo_tag(&e, peer, 100, 7, TR_TAG_BUSY);
+	fx_echo(&e, peer, 100, 7, TR_TAG_BUSY);
 	t0 = fx_now_ms();
-	tr_echo(&e, peer, 1000, 8);
-	tr_echo(&e, peer, 200000, 9);
+	fx_echo(&e, peer, 1000, 8, TR_TAG_ECHO);
+	fx_echo(&e, peer, 200000, 9, TR_TAG_ECHO);
 	print_message("busy peer: echoes back after %llu ms\n",
 		      (unsigned long long)(fx_now_ms() - t0));
 	assert_true(fx_now_ms() - t0 >= TR_BUSY_MS / 2); /* it did wait for the peer */
 	assert_int_equal(tr_peer_timeouts(&e), 0);
-	tr_reap(pid);
+	fx_reap(pid);
 	fx_close(&e);
 }
 
@@ -307,13 +241,13 @@ static void test_rel_peer_busy_first(void **state)
 	(void)state;
 	pid = tr_start(&e, busy_first, &peer);
 	t0 = fx_now_ms();
-	tr_echo(&e, peer, 1000, 11);
+	fx_echo(&e, peer, 1000, 11, TR_TAG_ECHO);
 	print_message("busy from the start: first echo after %llu ms\n",
 		      (unsigned long long)(fx_now_ms() - t0));
 	assert_true(fx_now_ms() - t0 >= TR_BUSY_MS / 2);
-	tr_echo(&e, peer, 200000, 12);
+	fx_echo(&e, peer, 200000, 12, TR_TAG_ECHO);
 	assert_int_equal(tr_peer_timeouts(&e), 0);
-	tr_reap(pid);
+	fx_reap(pid);
 	fx_close(&e);
 }
 
@@ -334,12 +268,12 @@ static void test_rel_peer_full(void **state)
 
 	(void)state;
 	pid = tr_start(&e, small_child, &peer);
-	tr_echo_tag(&e, peer, 100, 10, TR_TAG_FULL);
+	fx_echo(&e, peer, 100, 10, TR_TAG_FULL);
 	t0 = fx_now_ms();
 	for (unsigned m = 0; m < TR_FLOOD; m++) {
 		assert_int_equal(fi_getname(&e.ep->fid, out[m], &nl), 0);
 		for (size_t i = 0; i < TR_FLOOD_LEN; i++)
-			out[m][32 + i] = tr_pat(20 + m, i);
+			out[m][32 + i] = fx_echo_pat(20 + m, i);
 		assert_int_equal(fi_trecv(e.ep, back[m], TR_FLOOD_LEN, NULL, peer, TR_TAG_ECHO, 0,
 					  back[m]),
 				 0);
@@ -373,10 +307,10 @@ static void test_rel_peer_full(void **state)
 	assert_true(fx_now_ms() - t0 >= TR_BUSY_MS / 2); /* it did wait for the peer */
 	for (unsigned m = 0; m < TR_FLOOD; m++)
 		for (size_t i = 0; i < TR_FLOOD_LEN; i++)
-			if (back[m][i] != tr_pat(20 + m, i))
+			if (back[m][i] != fx_echo_pat(20 + m, i))
 				fail_msg("echo %u differs at %zu", m, i);
 	assert_int_equal(tr_peer_timeouts(&e), 0);
-	tr_reap(pid);
+	fx_reap(pid);
 	fx_close(&e);
 }
 
@@ -393,8 +327,8 @@ static void test_rel_peer_restarted(void **state)
 	pid = tr_spawn(NULL, &first);
 	assert_int_equal(fx_open(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED), 0);
 	assert_int_equal(fi_av_insert(e.av, &first, 1, &a1, 0, NULL), 1);
-	tr_echo(&e, a1, 64, 4);
-	tr_reap(pid);
+	fx_echo(&e, a1, 64, 4, TR_TAG_ECHO);
+	fx_reap(pid);
 	memset(&at, 0, sizeof(at));
 	at.ipv4 = first.ipv4;
 	at.udp_port = first.udp_port;
@@ -402,9 +336,9 @@ static void test_rel_peer_restarted(void **state)
 	assert_int_equal(second.udp_port, first.udp_port);
 	assert_int_not_equal(second.nonce, first.nonce);
 	assert_int_equal(fi_av_insert(e.av, &second, 1, &a2, 0, NULL), 1);
-	tr_echo(&e, a2, 64, 5);
-	tr_echo(&e, a2, 100000, 6);
-	tr_reap(pid);
+	fx_echo(&e, a2, 64, 5, TR_TAG_ECHO);
+	fx_echo(&e, a2, 100000, 6, TR_TAG_ECHO);
+	fx_reap(pid);
 	fx_close(&e);
 }
 

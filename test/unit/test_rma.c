@@ -44,7 +44,7 @@ static int mr_resolve(struct opx_domain *d, uint64_t key, uint64_t addr, size_t 
 static void test_mr_keys_hash(void **state)
 {
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	enum { N = 1000 };
 	static struct fid_mr *mr[N];
 	static char buf[N];
@@ -70,13 +70,13 @@ static void test_mr_keys_hash(void **state)
 	}
 	for (int i = 1; i < N; i += 2)
 		assert_int_equal(fi_close(&mr[i]->fid), 0);
-	rma_close(&e);
+	fx_close(&e);
 }
 
 static void test_mr_prov_keys(void **state)
 {
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *a, *b;
 	char buf[16];
 
@@ -88,13 +88,13 @@ static void test_mr_prov_keys(void **state)
 	assert_int_not_equal(fi_mr_key(a), 0);
 	fi_close(&a->fid);
 	fi_close(&b->fid);
-	rma_close(&e);
+	fx_close(&e);
 }
 
 static void test_mr_resolve(void **state)
 {
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *mr;
 	static uint8_t buf[256];
 	struct iovec v[2] = {{buf, 100}, {buf + 128, 100}};
@@ -122,7 +122,7 @@ static void test_mr_resolve(void **state)
 	assert_int_equal(mr_resolve(d, 10, 0, 8, FI_REMOTE_READ, out, &n), -FI_EACCES);
 	fi_close(&mr->fid);
 	assert_int_equal(mr_resolve(d, 9, 0, 8, FI_REMOTE_READ, out, &n), -FI_EACCES);
-	rma_close(&e);
+	fx_close(&e);
 
 	/* virtual addresses */
 	rma_open(&e, FI_MR_VIRT_ADDR);
@@ -139,7 +139,7 @@ static void test_mr_resolve(void **state)
 		-FI_EINVAL);
 	assert_int_equal(mr_resolve(d, 3, 4, 1, FI_REMOTE_WRITE, out, &n), -FI_EINVAL);
 	fi_close(&mr->fid);
-	rma_close(&e);
+	fx_close(&e);
 }
 
 /* ---------------------------------------------------------------------
@@ -147,7 +147,7 @@ static void test_mr_resolve(void **state)
  */
 static void rma_sweep(int mr_mode)
 {
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *mr;
 	size_t mtu = opx_env.mtu;
 	size_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, mtu - 1, mtu, mtu + 1, 2 * mtu + 3,
@@ -230,7 +230,7 @@ static void rma_sweep(int mr_mode)
 	assert_int_equal(fi_cntr_read(e.rcntr), rcnt);
 	assert_memory_equal(tgt + 3, src, 8);
 	fi_close(&mr->fid);
-	rma_close(&e);
+	fx_close(&e);
 	free(tgt);
 	free(src);
 	free(dst);
@@ -252,7 +252,7 @@ static void test_rma_sweep_virt(void **state)
 static void test_rma_refused(void **state)
 {
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *rw, *ro, *wo;
 	static uint8_t tgt[4096], ref[4096], src[4096], dst[4096];
 	int ctx;
@@ -297,14 +297,14 @@ static void test_rma_refused(void **state)
 	assert_memory_equal(tgt, ref, sizeof(tgt));
 	fi_close(&rw->fid);
 	fi_close(&ro->fid);
-	rma_close(&e);
+	fx_close(&e);
 }
 
 /* Many operations in flight at once, more than the window. */
 static void test_rma_many(void **state)
 {
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *mr;
 	enum { N = 300 };
 	static uint64_t tgt[N], src[N];
@@ -333,7 +333,7 @@ static void test_rma_many(void **state)
 	assert_int_equal(done, N);
 	assert_memory_equal(tgt, src, sizeof(src));
 	fi_close(&mr->fid);
-	rma_close(&e);
+	fx_close(&e);
 }
 
 /* FI_FENCE: refused while earlier one-sided operations are outstanding,
@@ -342,7 +342,7 @@ static void test_rma_fence(void **state)
 {
 	DIRECT_OFF();
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *mr;
 	size_t len = 4u << 20;
 	uint8_t *tgt = calloc(1, len), *src = malloc(len), *dst = calloc(1, len);
@@ -371,7 +371,7 @@ static void test_rma_fence(void **state)
 	assert_int_equal(rma_wait(&e, &c2, NULL), 0);
 	assert_memory_equal(dst, src, len);
 	fi_close(&mr->fid);
-	rma_close(&e);
+	fx_close(&e);
 	free(tgt);
 	free(src);
 	free(dst);
@@ -383,7 +383,7 @@ static void test_rma_fence(void **state)
 static void test_rma_event(void **state)
 {
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
 	struct fid_cntr *rw, *rr, *mc;
 	struct fid_mr *mr, *other;
@@ -400,7 +400,7 @@ static void test_rma_event(void **state)
 	assert_int_equal(fi_close(&rw->fid), 0);
 	assert_int_equal(fi_close(&rr->fid), 0);
 	assert_int_equal(fi_close(&mc->fid), 0);
-	rma_close(&e);
+	fx_close(&e);
 
 	/* again, binding the remote counters before enabling */
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
@@ -468,7 +468,7 @@ static void test_rma_event(void **state)
 	assert_int_equal(fi_close(&mc->fid), 0);
 	fi_close(&rw->fid);
 	fi_close(&rr->fid);
-	rma_close(&e);
+	fx_close(&e);
 }
 
 int main(void)

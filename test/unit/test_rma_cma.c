@@ -15,7 +15,7 @@
 #include "rma_fixture.h"
 #include "opx_rma.h"
 
-static int rma_cma_state(struct rma_env *e)
+static int rma_cma_state(struct fx_env *e)
 {
 	struct opx_av *av = OPX_CONTAINER_OF(e->av, struct opx_av, av_fid);
 
@@ -30,7 +30,7 @@ static void test_rma_cma(void **state)
 {
 	DIRECT_OFF();
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *mr, *ro;
 	size_t thr = opx_env.rma_cma, len = 1u << 20, cap = 2 * len;
 	uint8_t *tgt = malloc(cap), *ref = malloc(cap), *src = malloc(cap), *dst = malloc(cap);
@@ -103,7 +103,7 @@ static void test_rma_cma(void **state)
 		assert_memory_equal(tgt, ref, cap);
 		fi_close(&ro->fid);
 		fi_close(&mr->fid);
-		rma_close(&e);
+		fx_close(&e);
 
 		/* WAW across a fallback: a large write to an untried address
 		 * whose target refuses CMA, then a small one over its start
@@ -120,7 +120,7 @@ static void test_rma_cma(void **state)
 		assert_memory_equal(tgt, dst, 64);
 		assert_memory_equal(tgt + 64, src + 64, len - 64);
 		fi_close(&mr->fid);
-		rma_close(&e);
+		fx_close(&e);
 	}
 	opx_env.rndv_cma = rndv_cma;
 	free(tgt);
@@ -155,7 +155,7 @@ static void test_rma_cma_pipeline(void **state)
 		assert_non_null(src[k]);
 	}
 	for (int refuse = 0; refuse < 2; refuse++) {
-		struct rma_env e;
+		struct fx_env e;
 		struct fid_mr *mr;
 		int done = 0, cqdata = 0;
 		struct timespec t0, t;
@@ -224,7 +224,7 @@ static void test_rma_cma_pipeline(void **state)
 		assert_int_equal(rma_cma_state(&e), udp ? 0 : refuse ? -1 : 1);
 		opx_env.rndv_cma = rndv_cma;
 		fi_close(&mr->fid);
-		rma_close(&e);
+		fx_close(&e);
 	}
 	for (int k = 0; k < K; k++)
 		free(src[k]);
@@ -243,7 +243,7 @@ static void test_rma_cma_forged(void **state)
 {
 	DIRECT_OFF();
 	(void)state;
-	struct rma_env e;
+	struct fx_env e;
 	struct fid_mr *mr;
 	struct shim_peer *peer;
 	static uint8_t tgt[1 << 16], ref[1 << 16], src[1 << 16];
@@ -300,7 +300,7 @@ static void test_rma_cma_forged(void **state)
 	}
 	fi_close(&mr->fid);
 	shim_peer_close(peer);
-	rma_close(&e);
+	fx_close(&e);
 	DIRECT_RESTORE();
 }
 
