@@ -35,6 +35,10 @@
 #   MTU 1500   at the end the hosts again with every link at MTU 1500:
 #              opx_bw of opx and tcp, loss-free and with 1 % and 5 % of
 #              every IP packet (TCP's too) dropped on arrival in both.
+#   many hosts 8 hosts x 2 ranks: Open MPI alltoall and allreduce
+#              (test/bench/mpi_collbench.c), 8 B .. 1 MiB, opx against ob1
+#              tcp (vader within a host), loss-free and at 1 % loss of every
+#              IP packet; usec per operation, results checked.
 #   MPI        test/bench/mpi_bw.c (built here with mpicc), 1 rank per
 #              host (--map-by node): pml cm + mtl ofi on opx against pml
 #              ob1 + btl tcp,self; latency (half round trip) and bandwidth
@@ -70,6 +74,9 @@
 #                          hosts whose links are all at MTU 1500, loss-free
 #                          and with 1 % and 5 % of every IP packet dropped)
 #   BENCH_HOSTS_M15_SIZES  its sizes (default "1048576 16777216")
+#   BENCH_HOSTS_MANY=0     skip the many-hosts collectives
+#   BENCH_HOSTS_MANY_N     its hosts (default 8; 2 ranks each)
+#   BENCH_HOSTS_MANY_SIZES its sizes (default "8 1024 65536 1048576")
 #   BENCH_HOSTS_DEADLINE   seconds for the whole script (default 900, quick 420)
 #   HOSTS_MTU              link MTU of the hosts (hosts.sh; default 9000)
 #   BENCH_OUT              where the tables (bench-hosts.txt) go
@@ -133,7 +140,7 @@ fi
 # orted of a killed mpirun): deleting a namespace does not end them.
 kill_leftovers() {
 	local ns pids
-	for ns in "$SRV_NS" "$CLI_NS"; do
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -xE "${P}[0-9]+"); do
 		[ -e "/run/netns/$ns" ] || continue
 		pids=$(ip netns pids "$ns" 2>/dev/null)
 		[ -n "$pids" ] || continue
@@ -147,7 +154,15 @@ kill_leftovers() {
 	return 0
 }
 
+# The many-hosts section turns autogroup scheduling off; put it back.
+AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
+AUTOGROUP_WAS=
+many_restore() {
+	[ -n "$AUTOGROUP_WAS" ] && echo "$AUTOGROUP_WAS" >"$AUTOGROUP" 2>/dev/null
+	AUTOGROUP_WAS=
+}
 cleanup() {
+	many_restore
 	kill_leftovers
 	bash "$HOSTS" down "$P" >/dev/null 2>&1
 	rm -rf "$tmp"
@@ -452,6 +467,93 @@ if [ "${BENCH_HOSTS_M15:-1}" != 0 ] && [ $SECONDS -lt $DEADLINE ]; then
 	bash "$HOSTS" drop "$CLI_NS" 0 >/dev/null 2>&1
 fi
 
+# ---- many hosts: Open MPI collectives --------------------------------------------
+# MANY_N namespace hosts with 2 ranks each (shm peers within a host, udp
+# between hosts for opx; vader and tcp for ob1): mpi_collbench alltoall and
+# allreduce, every result checked before it is timed (a wrong one fails
+# the run), loss-free and with 1 % of every IP packet dropped on arrival
+# in every host.  16 ranks share the machine's cores: with the kernel's
+# autogroup scheduling (a task group per orted session) some ranks got a
+# tenth of the others' CPU and opx ranks were taken for dead after 10 s of
+# silence, so the section turns autogroup off while it runs (root only;
+# restored on exit) and gives opx FI_OPX_PEER_TIMEOUT=60, as the test
+# suite does for oversubscribed jobs.
+MANY_OK=0
+MANY_N=${BENCH_HOSTS_MANY_N:-8}
+MANY_NP=$((2 * MANY_N))
+MANY_OPS="allreduce alltoall"
+MANY_SIZES=${BENCH_HOSTS_MANY_SIZES:-"8 1024 65536 1048576"}
+MANY_LOSSES="0 1"
+MANY_TMO=$((3 * MPI_TMO))
+# many_run LOSS LABEL RUN: one mpirun of mpi_collbench over every op and size.
+many_run() {
+	local loss=$1 label=$2 run=$3 out=$tmp/many.$1.$2.$3 rc op size v args
+	case $label in
+	opx) args=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include opx -mca btl self
+		-x FI_PROVIDER=opx -x FI_PROVIDER_PATH -x FI_OPX_PEER_TIMEOUT=60) ;;
+	# shellcheck disable=SC2054 # the comma belongs to the MCA value
+	tcp) args=(-mca pml ob1 -mca btl tcp,vader,self) ;;
+	esac
+	timeout -k 5 "$MANY_TMO" mpirun --allow-run-as-root "${MANY_HOSTARGS[@]}" -np "$MANY_NP" \
+		--map-by node --bind-to none "${args[@]}" "$MANY_BIN" -l "$label" \
+		-o "${MANY_OPS// /,}" -s "${MANY_SIZES// /,}" -t 0.2 -T $((MANY_TMO - 10)) >"$out" 2>&1
+	rc=$?
+	for op in $MANY_OPS; do
+		for size in $MANY_SIZES; do
+			v=$(sed -n "s/^coll label=$label op=$op np=$MANY_NP size=$size .* usec=\([0-9.]*\).*/\1/p" \
+				"$out" | tail -n 1)
+			if [ -n "$v" ]; then
+				keep "many/$loss/$label/$op$size" min "$v"
+			elif [ "${VAL[many/$loss/$label/$op$size]:-}" != fail ]; then
+				VAL[many/$loss/$label/$op$size]=fail
+				FAILURES+=("$MANY_N hosts, $loss % loss: $label $op $(hsize "$size"), run $run: mpirun rc $rc: $(mpi_why "$out")")
+			fi
+		done
+	done
+	kill_leftovers
+}
+if [ "${BENCH_HOSTS_MANY:-1}" != 0 ] && [ "${BENCH_HOSTS_MPI:-1}" != 0 ] && [ $SECONDS -lt $DEADLINE ]; then
+	MANY_BIN=$tmp/mpi_collbench
+	if mpi_build mpi_collbench "$MANY_BIN"; then
+		kill_leftovers
+		bash "$HOSTS" down "$P" >/dev/null 2>&1
+		if ! bash "$HOSTS" up "$MANY_N" "$P" >"$tmp/upmany" 2>&1; then
+			NOTES+=("$MANY_N hosts part skipped: hosts.sh up: $(why "$tmp/upmany")")
+		elif ! hostargs=$(HOSTS_SLOTS=2 bash "$HOSTS" mpirun-args "$P" 2>&1); then
+			FAILURES+=("$MANY_N hosts: hosts.sh mpirun-args $P: $hostargs")
+		else
+			read -r -a MANY_HOSTARGS <<<"$hostargs"
+			if [ -w "$AUTOGROUP" ] && [ "$(cat "$AUTOGROUP")" != 0 ]; then
+				AUTOGROUP_WAS=$(cat "$AUTOGROUP")
+				echo 0 >"$AUTOGROUP"
+				NOTES+=("$MANY_N hosts: kernel.sched_autogroup_enabled was $AUTOGROUP_WAS, 0 during the section")
+			fi
+			for loss in $MANY_LOSSES; do
+				fails=0
+				for ((i = 1; i <= MANY_N; i++)); do
+					bash "$HOSTS" drop "$P$i" "$loss" all >"$tmp/dropmany" 2>&1 || fails=1
+				done
+				if [ $fails = 1 ]; then
+					NOTES+=("$MANY_N hosts, $loss % loss skipped: hosts.sh drop: $(why "$tmp/dropmany")")
+					continue
+				fi
+				MANY_OK=1
+				for ((r = 1; r <= REPEAT; r++)); do
+					for label in opx tcp; do
+						[ $((SECONDS + 30)) -ge $DEADLINE ] && continue
+						echo "  [$MANY_N hosts x 2 ranks, $loss % loss, run $r/$REPEAT] $label collectives" >&2
+						many_run "$loss" "$label" "$r"
+					done
+				done
+			done
+			for ((i = 1; i <= MANY_N; i++)); do
+				bash "$HOSTS" drop "$P$i" 0 >/dev/null 2>&1
+			done
+			many_restore
+		fi
+	fi
+fi
+
 # ---- tables -------------------------------------------------------------------
 
 # v KEY: the figure of a cell ("skip" when no run reached it).
@@ -589,6 +691,23 @@ done
 		done
 		echo
 	fi
+	if [ $MANY_OK = 1 ]; then
+		echo "Open MPI collectives, $MANY_N namespace hosts x 2 ranks ($MANY_NP ranks on $(nproc) cores), best of"
+		echo "$REPEAT mpirun: usec per operation (mpi_collbench, results checked); opx = pml cm + mtl ofi"
+		echo "on opx, tcp = pml ob1 + btl tcp,vader,self; loss = that % of every IP packet dropped in every host"
+		printf '%-26s %12s %12s %8s\n' operation opx tcp opx/tcp
+		for loss in $MANY_LOSSES; do
+			for op in $MANY_OPS; do
+				for size in $MANY_SIZES; do
+					printf '%-26s %12s %12s %8s %s\n' "$op $(hsize "$size"), $loss % loss" \
+						"$(v "many/$loss/opx/$op$size")" "$(v "many/$loss/tcp/$op$size")" \
+						"$(ratio "$(v "many/$loss/opx/$op$size")" "$(v "many/$loss/tcp/$op$size")")" \
+						"$(behind lat "$(v "many/$loss/opx/$op$size")" "$(v "many/$loss/tcp/$op$size")")"
+				done
+			done
+		done
+		echo
+	fi
 	echo "targets (issue 7; reported, not enforced):"
 	target "8 B latency at most 0.7x tcp" "$(v nl/opx/lat)" "$(v nl/tcp/lat)" 0.7 le
 	target "8 B latency within 1.3x raw UDP" "$(v nl/opx/lat)" "$(v nl/raw/lat)" 1.3 le
@@ -636,6 +755,14 @@ done
 				"$(v "mpi/tcp/lat$size")" 1 le
 			target "MPI $(hsize "$size") bandwidth at least ob1 tcp's" "$(v "mpi/opx/bw$size")" \
 				"$(v "mpi/tcp/bw$size")" 1 ge
+		done
+	fi
+	if [ $MANY_OK = 1 ]; then
+		for op in $MANY_OPS; do
+			for size in $MANY_SIZES; do
+				target "$MANY_N hosts: $op $(hsize "$size") at most ob1 tcp's time" \
+					"$(v "many/0/opx/$op$size")" "$(v "many/0/tcp/$op$size")" 1 le
+			done
 		done
 	fi
 	echo "(fi_pingpong prints only a mean: the first raw UDP line sets it against the floor's median, which"
