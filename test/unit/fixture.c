@@ -118,11 +118,25 @@ int fx_getinfo_fmt(const char *threading, uint64_t caps, uint32_t addr_format,
 void fx_open_peer_ep(struct fx_env *e, struct fi_info *info, struct fid_cq *cq,
 		     struct fid_ep **ep, fi_addr_t *addr)
 {
+	fx_open_peer_ep_split(e, info, cq ? cq : e->cq, NULL, NULL, ep, addr);
+}
+
+void fx_open_peer_ep_split(struct fx_env *e, struct fi_info *info, struct fid_cq *txcq,
+			   struct fid_cq *rxcq, struct fid_cntr *rcntr, struct fid_ep **ep,
+			   fi_addr_t *addr)
+{
 	char name[64];
 	size_t namelen = sizeof(name);
 
 	assert_int_equal(fi_endpoint(e->domain, info ? info : e->info, ep, NULL), 0);
-	assert_int_equal(fi_ep_bind(*ep, &(cq ? cq : e->cq)->fid, FI_TRANSMIT | FI_RECV), 0);
+	if (rxcq) {
+		assert_int_equal(fi_ep_bind(*ep, &txcq->fid, FI_TRANSMIT), 0);
+		assert_int_equal(fi_ep_bind(*ep, &rxcq->fid, FI_RECV), 0);
+	} else {
+		assert_int_equal(fi_ep_bind(*ep, &txcq->fid, FI_TRANSMIT | FI_RECV), 0);
+	}
+	if (rcntr)
+		assert_int_equal(fi_ep_bind(*ep, &rcntr->fid, FI_RECV), 0);
 	assert_int_equal(fi_ep_bind(*ep, &e->av->fid, 0), 0);
 	assert_int_equal(fi_enable(*ep), 0);
 	assert_int_equal(fi_getname(&(*ep)->fid, name, &namelen), 0);

@@ -115,6 +115,13 @@ void fx_close(struct fx_env *e);
  * Fails the test on any error. */
 void fx_open_peer_ep(struct fx_env *e, struct fi_info *info, struct fid_cq *cq,
 		     struct fid_ep **ep, fi_addr_t *addr);
+/* The same with the directions apart: bound FI_TRANSMIT to txcq and
+ * FI_RECV to rxcq in two fi_ep_bind calls (rxcq may be txcq: the CQ is
+ * then bound twice; NULL: txcq for both, in one call, as fx_open_peer_ep),
+ * and to rcntr for FI_RECV unless NULL. */
+void fx_open_peer_ep_split(struct fx_env *e, struct fi_info *info, struct fid_cq *txcq,
+			   struct fid_cq *rxcq, struct fid_cntr *rcntr, struct fid_ep **ep,
+			   fi_addr_t *addr);
 
 /* cmocka group/test fixtures: *state becomes a heap struct fx_env opened
  * with FI_AV_TABLE and FI_CQ_FORMAT_TAGGED.  fx_setup fails the test
