@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_limits.c - legal input works, illegal input is refused (issue 6,
- * items 15-19): inject_size against the eager limit, iovec lengths that
- * wrap size_t, peers with different FI_OPX_* settings, parameter
- * parsing, and a completion queue that cannot grow.
+ * test_limits.c - the provider's limits at its edges, across modules
+ * (no single source file): the FI_OPX_* parameters (prov/opx_param.c:
+ * bad values fall back to the defaults, the documented maxima are taken,
+ * the oversubscription defaults of spin count and split copy), the
+ * advertised inject_size against FI_OPX_EAGER_MAX (opx_info.c,
+ * opx_msg.c), two processes with different settings exchanging every
+ * size around both sides' thresholds, iovec lengths whose sum wraps
+ * size_t on every v/msg call (opx_msg.c), and a completion queue that
+ * cannot grow, on the receiving and the sending side: progress leaves
+ * packets queued instead of losing completions (opx_progress.c's receive
+ * budget, opx_cq.c).
  *
  * Parameters are read once per process, so the tests that need other
  * FI_OPX_* values run this binary again as a child with the environment

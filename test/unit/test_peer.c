@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_peer.c - peers that die or go away (issue 6, items 1, 2 and 6).
+ * test_peer.c - peers that die or go away: senders killed mid-packet
+ * (driver-shim/shim_claim.c and the provider's receive), a receiver
+ * that died (prov/opx_rndv_peer.c, opx_av_peer.c), and an AV entry
+ * removed under a rendezvous in flight.
  *
  *  - a sender killed between reserving header entries and publishing them
  *    (shim level and through the provider): the hole is skipped within

@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_rx.c - what the receive path does with forged, corrupt and racing
- * packets (issue 6, items 11-14).
+ * test_rx.c - receive validation (prov/opx_rx.c, with the drop counters
+ * of opx_drop.c and the packet checksum of opx_csum.c): forged packets
+ * are dropped and counted once per reason, a multi-packet first packet
+ * announcing more than the eager limit (1 TiB, 8 GiB) is dropped without
+ * wedging the queue, a sender rewriting paylen after publication gets
+ * one consistent length used for checks, buffer and copy, and with
+ * FI_OPX_CHECKSUM a payload changed after publication is dropped, never
+ * delivered (plus the CRC32C check value).
  *
  * A test plays a hostile sender of the same user: it maps the fixture
  * endpoint's receive context through the shim API, as any sender does,

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_trust.c - a host shared with other users, other PID namespaces
- * and crashing processes, seen from the shim (issue 6 items 5, 7, 8, 9,
- * 20): liveness across PID namespaces and the owner lock of a dead
- * process, squatted names and a symlinked or held lock file, look-alike
- * segments, another user's wake-up datagrams, and a unit filled with
- * contexts.  Hostile control blocks and killed contexts: test_trust_shm;
- * jobs through the provider: test_trust_job.
+ * test_trust.c - the shim's trust rules (driver-shim/shim_trust.c, with
+ * the context names of shim_ctx.c) on a host shared with other users,
+ * other PID namespaces and crashing processes: liveness by the owner's
+ * lock across PID namespaces and after the owner died, squatted context
+ * names (some or all of a unit's) and a symlinked or held lock file,
+ * look-alike segments that are not used, another user's wake-up
+ * datagrams ignored, and a unit filled with contexts.  Hostile control
+ * blocks and killed contexts: test_trust_shm; jobs through the provider:
+ * test_trust_job.
  *
  * The hostile neighbour is this test itself in a forked child that drops
  * to another uid (setresuid, so no account has to exist); those tests

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_trust_job.c - other jobs on a shared host, through the provider
- * (issue 6 items 10, 20): two jobs of one user with different job keys
- * (FI_OPX_UUID, the launcher's job id) cannot reach each other, and one
- * process opens hundreds of endpoints with the defaults.
+ * test_trust_job.c - job separation through the provider: two jobs of
+ * one user with different job keys (FI_OPX_UUID or the launcher's job
+ * id, opx_param.c; a context records its key, shim_ctx.c, and a sender
+ * whose key differs cannot map it, shim_shm.c) cannot reach each other,
+ * and one process opens hundreds of endpoints with the defaults.
  *
  * The provider tests run in re-executed copies of this binary (--role
  * ...) so each has its own parameters (FI_OPX_UUID) and its own device.

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * test_trust_shm.c - processes of our own uid that rewrite a context's
- * control block or are killed with their contexts open (issue 28 item 8):
- * senders facing a hostile geometry, the owner filling the holes of dead
- * senders (also when the segment's name is taken by another context),
- * and the sweep of the segments of killed endpoints.
+ * test_trust_shm.c - the shim's shared receive contexts against
+ * processes of our own uid that rewrite a context's control block or are
+ * killed with their contexts open: senders mapping a context with a
+ * hostile geometry (driver-shim/shim_shm.c), the owner filling the holes
+ * of dead senders also when the segment's name was replaced by another
+ * context (shim_claim.c), and the sweep of killed endpoints' segments at
+ * the next open (shim_ctx.c).
  *
  * Shim tests use unit 5 of 8 (test_shim uses 7, test_sdma 6, the
  * provider 0).  A sender that could crash runs in a child, every loop is
