@@ -185,7 +185,8 @@ struct opx_rma_args {
 
 ssize_t opx_rma_post(struct opx_ep *ep, const struct opx_rma_args *a);
 ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a);
-int opx_rma_rx_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
+/* A reply (OPX_OP_RMA_RESP) to one of our operations (opx_rx_ops[]). */
+int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
 void opx_rma_progress(struct opx_ep *ep);
 /* One-sided operations posted here and not completed yet (their replies
  * arrive through the receive ring). */
@@ -290,7 +291,7 @@ struct opx_rma_state *opx_rma_target_state(struct opx_ep *ep);
 /* Whether CMA may be used with peer: the shim verified its process. */
 bool opx_rma_target_cma_peer(const struct shim_peer *peer);
 /* Execute one request packet (write, read, atomic, CMA) and answer it. */
-int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h,
+int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_rhq_entry *e,
 			      const uint8_t *pay);
 /* Send the replies that found no credits, in order, while credits last. */
 void opx_rma_target_flush_replies(struct opx_ep *ep, struct opx_rma_state *st);

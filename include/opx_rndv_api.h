@@ -22,7 +22,13 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
 struct shim_peer *opx_rndv_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src);
 struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src);
-int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
+/* The rendezvous packets' receive handlers (opx_rx_ops[] dispatches to
+ * them): DONE, CTS, DATA (TID-placed), CTW, WDONE. */
+int opx_rndv_rx_done(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
+int opx_rndv_rx_cts(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
+int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
+int opx_rndv_rx_ctw(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
+int opx_rndv_rx_wdone(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
 void opx_rndv_progress(struct opx_ep *ep);
 void opx_rndv_check_peers(struct opx_ep *ep);
 /* An RTS payload the receiver may act on: its source is the packet's

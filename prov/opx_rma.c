@@ -7,12 +7,12 @@
  * completion.  The wire protocol is described in opx_rma.h; the target
  * side, which executes requests and answers them, is opx_rma_target.c.
  *
- * Data flow.  Calls come in from opx_rma_api.c (opx_rma_post), packets
- * from the receive path (opx_rma_rx_packet) and work from the endpoint's
- * progress (opx_rma_progress).  Requests leave here as packets to the
- * target; its responses and grants come back through opx_rma_rx_packet,
- * which passes a request (this endpoint being the target) on to
- * opx_rma_target_rx_request.  Calls between the two files go from this
+ * Data flow.  Calls come in from opx_rma_api.c (opx_rma_post), reply
+ * packets from the receive path (opx_rx_ops[]: opx_rma_rx_reply) and work
+ * from the endpoint's progress (opx_rma_progress).  Requests leave here as
+ * packets to the target, whose receive path hands them to
+ * opx_rma_target_rx_request; its responses and grants come back through
+ * opx_rma_rx_reply.  Calls between the two files go from this
  * one to opx_rma_target.c only, never back (scripts/callgraph.sh).  The
  * endpoint's state, struct opx_rma_state (opx_rma.h), serves both sides.
  *
@@ -570,8 +570,9 @@ static int opx_rma_write_granted(struct opx_ep *ep, struct opx_rma_state *st,
 		ep->rma_busy = true; /* sent from progress; the rest waits for it */
 	return 0;
 }
-static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	struct opx_rma_state *st = ep->rma;
 	uint32_t cookie = (uint32_t)h->tag;
 	uint32_t chunk = (uint32_t)((h->tag >> 32) & OPX_RMA_CHUNK_MAX);
@@ -650,13 +651,6 @@ static int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_pkt_hdr *h, con
 	if (!opx_list_empty(&st->queue))
 		ep->rma_busy = true;
 	return 0;
-}
-
-int opx_rma_rx_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
-{
-	if (h->opcode == OPX_OP_RMA_RESP)
-		return opx_rma_rx_reply(ep, h, pay);
-	return opx_rma_target_rx_request(ep, h, pay);
 }
 
 void opx_rma_progress(struct opx_ep *ep)

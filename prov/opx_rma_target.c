@@ -6,7 +6,7 @@
  * multi-chunk operations, and the replies with their queue.  The wire
  * protocol is described in opx_rma.h; the initiator side is opx_rma.c.
  *
- * Data flow.  Request packets come in from opx_rma.c (opx_rma_rx_packet
+ * Data flow.  Request packets come in from the receive path (opx_rx_ops[]
  * passes them to opx_rma_target_rx_request); each is answered by one
  * reply packet to its initiator, sent at once or queued here and sent
  * from opx_rma_progress (opx_rma_target_flush_replies).  This file calls
@@ -326,8 +326,9 @@ static int opx_rma_chunk_refused(struct opx_ep *ep, struct opx_rma_state *st,
 	return err;
 }
 
-int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	struct iovec loc[OPX_IOV_LIMIT];
 	struct opx_mr *mr = NULL;
 	struct opx_rma_state *st;

@@ -99,8 +99,9 @@
  * (DONE, CTS, CTW, WDONE) that find no credits wait on ep->ctl_pend, in
  * order, and go out on progress.
  *
- * This file holds the protocol's steps on both sides, the dispatch of its
- * packets and its deferred work (opx_rndv_progress).  The slots' take and
+ * This file holds the protocol's steps on both sides, the receive
+ * handlers of its packets (opx_rndv_rx_*, entries of opx_rx_ops[] in
+ * opx_rx.c) and its deferred work (opx_rndv_progress).  The slots' take and
  * release, control packets, the peer to answer, the watch for dead peers
  * and CMA copies are in opx_rndv_peer.c, which this file calls
  * (opx_rndv.h) and which never calls back.
@@ -187,8 +188,9 @@ static struct opx_rndv_tx *opx_rndv_tx_lookup(struct opx_ep *ep, uint64_t cookie
 	return &ep->rndv[idx];
 }
 
-static int opx_rndv_rx_done(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+int opx_rndv_rx_done(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	union opx_proto_pw w = opx_proto_pw(h);
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, w.done.cookie);
 
@@ -251,8 +253,9 @@ static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
 		opx_rndv_tx_release(ep, t, t->err);
 }
 
-static int opx_rndv_rx_cts(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+int opx_rndv_rx_cts(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	union opx_proto_pw w = opx_proto_pw(h);
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, w.cts.cookie);
 	struct opx_cts_payload cts;
@@ -505,12 +508,14 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 	return rc;
 }
 
-static int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
+int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
 	const struct shim_pkt_hdr *h = &e->hdr;
 	uint32_t idx = (uint32_t)h->tag;
 	struct opx_rndv_rx *x;
 	bool ours = false;
+
+	(void)pay; /* TID data is placed by the shim */
 
 	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
 	    ep->rndv_rx[idx].gen != (h->tag >> 32) || !(e->rhf & SHIM_RHF_TID)) {
@@ -543,8 +548,9 @@ static int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e)
  * write is refused (the receiver is not dumpable, Yama...), WDONE says so
  * and the receiver pulls that part itself; the send then completes on its
  * second DONE. */
-static int opx_rndv_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+int opx_rndv_rx_ctw(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	union opx_proto_pw cw = opx_proto_pw(h);
 	struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, cw.cts.cookie);
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
@@ -601,11 +607,14 @@ static int opx_rndv_rx_ctw(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 /* Receiver: the sender's part of a split copy has landed, or the sender
  * could not write it and we pull it ourselves (then a second DONE lets
  * the sender complete). */
-static int opx_rndv_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
+int opx_rndv_rx_wdone(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	union opx_proto_pw w = opx_proto_pw(h);
 	uint32_t idx = (uint32_t)w.wdone.rx_cookie;
 	struct opx_rndv_rx *x;
+
+	(void)pay; /* none */
 
 	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
 	    ep->rndv_rx[idx].gen != (w.wdone.rx_cookie >> 32) || ep->rndv_rx[idx].ntid) {
@@ -638,25 +647,6 @@ static int opx_rndv_rx_wdone(struct opx_ep *ep, const struct shim_pkt_hdr *h)
 			x->err);
 	opx_rndv_rx_free(ep, x);
 	return 0;
-}
-
-int opx_rndv_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
-{
-	switch (e->hdr.opcode) {
-	case OPX_OP_CTW:
-		return opx_rndv_rx_ctw(ep, &e->hdr, pay);
-	case OPX_OP_WDONE:
-		return opx_rndv_rx_wdone(ep, &e->hdr);
-	case OPX_OP_DONE:
-		return opx_rndv_rx_done(ep, &e->hdr, pay);
-	case OPX_OP_CTS:
-		return opx_rndv_rx_cts(ep, &e->hdr, pay);
-	case OPX_OP_DATA:
-		return opx_rndv_rx_data(ep, e);
-	default:
-		opx_drop_proto(ep, "unknown rendezvous opcode");
-		return 0;
-	}
 }
 
 /* Deferred work: control packets, SDMA, receives waiting for TIDs. */

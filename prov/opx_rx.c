@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * opx_rx.c - receive progress: drain the receive context's header queue,
- * validate each packet, dispatch on its opcode, return credits.
+ * validate each packet, dispatch it through opx_rx_ops[] (one handler per
+ * opcode: eager and multi-packet eager and the RTS here, rendezvous in
+ * opx_rndv.c, one-sided in opx_rma.c and opx_rma_target.c), return
+ * credits.
  *
  * Every sender of the host can write our header queue and eager ring, so
  * nothing is read from shared memory twice: the 64-byte header entry is
@@ -32,8 +35,6 @@
 #include "opx_rndv_api.h"
 #include "opx_stats.h"
 #include "opx_ux.h"
-
-typedef int (*opx_rx_handler)(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay);
 
 /* The largest eager message we take when a sender's limit is want:
  * bounded by the unexpected-message bound and by the sender's share of
@@ -397,10 +398,6 @@ static int opx_rx_eager_dc(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	return 0;
 }
 
-static const opx_rx_handler opx_rx_table[OPX_OP_MAX] = {
-	[OPX_OP_EAGER] = opx_rx_eager,	  [OPX_OP_MP_FIRST] = opx_rx_mp_first,
-	[OPX_OP_MP_NEXT] = opx_rx_mp_next, [OPX_OP_RTS] = opx_rx_rts,
-};
 
 /* Which check a bad header failed, for the drop counters (cold path). */
 static __attribute__((noinline, cold)) void opx_rx_bad_header(struct opx_ep *ep,
@@ -451,24 +448,78 @@ static bool opx_rx_rts_udp(const struct opx_ep *ep, const struct shim_pkt_hdr *h
 	return host != ep->addr.host_id;
 }
 
-/* The first packet of a multi-packet eager or rendezvous message (the
- * continuations count nothing), counted once it is taken. */
-static int opx_rx_first_packet(struct opx_ep *ep, const struct shim_pkt_hdr *h,
-			       const uint8_t *pay)
+/* The handlers of opx_rx_ops[] that count what they take: each packet
+ * type with its statistics (a multi-packet message's continuations count
+ * nothing; the first packet counts the message once it is taken). */
+static inline int opx_rx_op_eager(struct opx_ep *ep, const struct shim_rhq_entry *e,
+				  const uint8_t *pay)
 {
-	int rc = opx_rx_table[h->opcode](ep, h, pay);
+	int rc = opx_rx_eager(ep, &e->hdr, pay);
 
-	if (rc)
-		return rc;
-	if (h->opcode == OPX_OP_MP_FIRST)
-		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_proto_pw(h).mp_first.total);
-	else if (h->opcode == OPX_OP_RTS)
-		opx_stats_rx(
-			ep,
-			opx_stats_rndv_proto(opx_proto_pw(h).rts.len, opx_rx_rts_udp(ep, h, pay)),
-			opx_proto_pw(h).rts.len);
-	return 0;
+	if (__builtin_expect(!rc, 1))
+		opx_stats_rx(ep, e->rhf & SHIM_RHF_EGR ? OPX_PROTO_EAGER : OPX_PROTO_INJECT,
+			     e->hdr.paylen);
+	return rc;
 }
+
+static int opx_rx_op_mp_first(struct opx_ep *ep, const struct shim_rhq_entry *e,
+			      const uint8_t *pay)
+{
+	int rc = opx_rx_mp_first(ep, &e->hdr, pay);
+
+	if (!rc)
+		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_proto_pw(&e->hdr).mp_first.total);
+	return rc;
+}
+
+static int opx_rx_op_mp_next(struct opx_ep *ep, const struct shim_rhq_entry *e,
+			     const uint8_t *pay)
+{
+	return opx_rx_mp_next(ep, &e->hdr, pay);
+}
+
+static int opx_rx_op_rts(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
+{
+	const struct shim_pkt_hdr *h = &e->hdr;
+	int rc = opx_rx_rts(ep, h, pay);
+
+	if (!rc)
+		opx_stats_rx(ep,
+			     opx_stats_rndv_proto(opx_proto_pw(h).rts.len, opx_rx_rts_udp(ep, h, pay)),
+			     opx_proto_pw(h).rts.len);
+	return rc;
+}
+
+/* a delivery-complete eager message: sender address + data */
+static int opx_rx_op_eager_dc(struct opx_ep *ep, const struct shim_rhq_entry *e,
+			      const uint8_t *pay)
+{
+	int rc = opx_rx_eager_dc(ep, &e->hdr, pay);
+
+	if (!rc && e->hdr.paylen >= sizeof(struct shim_addr))
+		opx_stats_rx(ep, OPX_PROTO_EAGER, e->hdr.paylen - sizeof(struct shim_addr));
+	return rc;
+}
+
+/* Every opcode's receive handler: the one dispatch of a validated packet
+ * (opcode 0 and >= OPX_OP_MAX never get here; test_rx checks that every
+ * opcode in between has a handler). */
+const opx_rx_op opx_rx_ops[OPX_OP_MAX] = {
+	[OPX_OP_EAGER] = opx_rx_op_eager,
+	[OPX_OP_MP_FIRST] = opx_rx_op_mp_first,
+	[OPX_OP_MP_NEXT] = opx_rx_op_mp_next,
+	[OPX_OP_RTS] = opx_rx_op_rts,
+	[OPX_OP_DONE] = opx_rndv_rx_done,
+	[OPX_OP_CTS] = opx_rndv_rx_cts,
+	[OPX_OP_DATA] = opx_rndv_rx_data,
+	[OPX_OP_CTW] = opx_rndv_rx_ctw,
+	[OPX_OP_WDONE] = opx_rndv_rx_wdone,
+	[OPX_OP_EAGER_DC] = opx_rx_op_eager_dc,
+	[OPX_OP_RMA_WRITE] = opx_rma_target_rx_request,
+	[OPX_OP_RMA_READ] = opx_rma_target_rx_request,
+	[OPX_OP_ATOMIC] = opx_rma_target_rx_request,
+	[OPX_OP_RMA_RESP] = opx_rma_rx_reply,
+};
 
 /* e is the endpoint's private copy of the entry.  Returns -FI_EAGAIN
  * when the packet must stay queued. */
@@ -494,7 +545,7 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	pay = shim_rx_payload(rx, e);
 	/* expected-receive data the udp wire placed already */
 	if (__builtin_expect(!pay && (e->rhf & SHIM_RHF_PLACED) && h->opcode == OPX_OP_DATA, 0))
-		return opx_rndv_rx_packet(ep, e, NULL);
+		return opx_rndv_rx_data(ep, e, NULL);
 	if (__builtin_expect(!pay, 0)) {
 		opx_drop_note(ep, OPX_DROP_PAYLOAD);
 		return 0;
@@ -504,27 +555,10 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 		opx_drop_note(ep, OPX_DROP_CSUM);
 		return 0;
 	}
-	if (h->opcode == OPX_OP_EAGER) {
-		int rc = opx_rx_eager(ep, h, pay);
-
-		if (__builtin_expect(!rc, 1))
-			opx_stats_rx(ep, e->rhf & SHIM_RHF_EGR ? OPX_PROTO_EAGER : OPX_PROTO_INJECT,
-				     h->paylen);
-		return rc;
-	}
-	if (h->opcode >= OPX_OP_RMA_WRITE)
-		return opx_rma_rx_packet(ep, h, pay);
-	if (h->opcode == OPX_OP_EAGER_DC) {
-		int rc = opx_rx_eager_dc(ep, h, pay);
-
-		/* a delivery-complete eager message: sender address + data */
-		if (!rc && h->paylen >= sizeof(struct shim_addr))
-			opx_stats_rx(ep, OPX_PROTO_EAGER, h->paylen - sizeof(struct shim_addr));
-		return rc;
-	}
-	if (h->opcode >= OPX_OP_DONE)
-		return opx_rndv_rx_packet(ep, e, pay);
-	return opx_rx_first_packet(ep, h, pay);
+	/* the table's commonest entry, called directly so it inlines */
+	if (__builtin_expect(h->opcode == OPX_OP_EAGER, 1))
+		return opx_rx_op_eager(ep, e, pay);
+	return opx_rx_ops[h->opcode](ep, e, pay);
 }
 
 /* Take up to budget packets off the receive queue, each validated and

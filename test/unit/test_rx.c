@@ -596,6 +596,19 @@ static void test_checksum(void **state)
 }
 
 /* The CRC itself: the standard CRC32C check value. */
+/* The receive dispatch has a handler for every opcode a valid packet can
+ * carry (a new opcode without one would jump through NULL), and none for
+ * 0, which validation drops. */
+static void test_every_opcode_handled(void **state)
+{
+	(void)state;
+	assert_null(opx_rx_ops[0]);
+	for (int op = 1; op < OPX_OP_MAX; op++) {
+		if (!opx_rx_ops[op])
+			fail_msg("opcode %d has no receive handler", op);
+	}
+}
+
 static void test_crc32c(void **state)
 {
 	(void)state;
@@ -639,6 +652,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32c),
+		cmocka_unit_test(test_every_opcode_handled),
 		cmocka_unit_test_setup_teardown(test_drop_reasons, tr_setup, tr_teardown),
 		cmocka_unit_test_setup_teardown(test_mp_first_huge, tr_setup, tr_teardown),
 		cmocka_unit_test(test_paylen_race),
