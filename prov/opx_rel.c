@@ -104,7 +104,7 @@
 
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks, */
 #define OPX_REL_ACK_DGRAMS 8u      /* and data datagrams (opx_rel_ack_due) */
-#define OPX_REL_ACK_NS 20000ull    /* a quiet flow's wait for a piggy-back */
+#define OPX_REL_ACK_NS 200000ull   /* a quiet flow's wait for a piggy-back */
 #define OPX_REL_ACK_MAX_NS 500000ull /* a busy flow's: half the smallest RTO */
 #define OPX_REL_TICK_NS 5000ull    /* timers (acks, nacks, replays) at most this often */
 #define OPX_REL_QUIET_CLOCK 8u     /* empty polls per clock read, a power of two */
@@ -217,7 +217,11 @@ static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_re
  * however many small packets a PACK carries); after half the sender's
  * window whatever the datagrams (its ring must not fill before the ack
  * arrives); OPX_REL_ACK_NS after the flow fell quiet (a reply of ours
- * would have carried it by then: request-response traffic sends none);
+ * would have carried it by then: request-response traffic sends none.
+ * 20 us was too short: an application that takes a window of 64
+ * completions before it answers, as osu_bw and opx_bw do, often needs
+ * longer, under a sanitizer or on a loaded machine always; nothing waits
+ * for the ack meanwhile but the sender's ring, 1024 packets deep);
  * and OPX_REL_ACK_MAX_NS after the oldest unacknowledged packet, well
  * inside the sender's smallest retransmission timeout. */
 static bool opx_rel_ack_due(const struct opx_rel_flow *f, uint32_t ack_sent, uint64_t now)
