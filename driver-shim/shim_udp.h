@@ -110,6 +110,11 @@ struct shim_udp_link {
 	 * nothing was sent since while sent still equals it */
 	bool trimmed;
 	uint32_t trim_sent;
+	/* owner only: sent at shim_udp_trim's last look and when it last
+	 * moved, so idleness is decided on data sent, without a clock read
+	 * per send; acks and keepalives do not move it */
+	uint32_t idle_sent;
+	uint64_t idle_since_ns;
 	_Atomic uint64_t rx_ns;     /* CLOCK_MONOTONIC of the last datagram from it */
 	_Atomic uint32_t tx_count;  /* datagrams sent to it: its readers note when
 				     * it moved (no clock read per send) */

@@ -585,8 +585,17 @@ int shim_udp_trim(struct shim_peer *peer, uint64_t now, uint64_t idle_ns)
 	if (!peer || peer->wire != SHIM_WIRE_UDP)
 		return 0;
 	l = ((struct shim_peer_priv *)peer)->link;
-	if (!l->udp || (l->trimmed && l->trim_sent == l->sent) ||
-	    shim_udp_since(now, atomic_load_explicit(&l->rx_ns, memory_order_relaxed)) < idle_ns)
+	if (!l->udp || (l->trimmed && l->trim_sent == l->sent))
+		return 0;
+	/* idle: no data sent to it for idle_ns (it was all acknowledged
+	 * then, below).  Its keepalives and acks do not count, nor do ours:
+	 * a live but quiet pair keeps exchanging them forever. */
+	if (l->idle_sent != l->sent) {
+		l->idle_sent = l->sent;
+		l->idle_since_ns = now;
+		return 0;
+	}
+	if (shim_udp_since(now, l->idle_since_ns) < idle_ns)
 		return 0;
 	/* the watchdog reads the ring between head and sent */
 	pthread_mutex_lock(&l->udp->lock);

@@ -180,10 +180,11 @@ void shim_udp_release(struct shim_peer *peer, uint32_t ack);
  * come back, zeroed, when it next sends): a remote peer that stopped
  * talking costs its link's bookkeeping, not the ~1 MiB it may have
  * touched.  Does nothing unless everything sent was acknowledged,
- * nothing waits to be sent, and the peer has been silent for idle_ns
- * (an ack would have come for anything sent since: so were we).  The
- * owner calls it (lock held): nobody else writes the ring.  1 if the
- * pages went back now, else 0. */
+ * nothing waits to be sent, and no data went to the peer for idle_ns
+ * (decided at these calls: the owner calls it every timer tick; acks
+ * and keepalives, which a live pair exchanges forever, do not count).
+ * The owner calls it (lock held): nobody else writes the ring.  1 if
+ * the pages went back now, else 0. */
 int shim_udp_trim(struct shim_peer *peer, uint64_t now, uint64_t idle_ns);
 void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
 /* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's

@@ -422,7 +422,7 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 			opx_rel_stash_free(f);
 		if (f->resent && shim_udp_since(now, f->nack_rx_ns) > OPX_REL_STASH_IDLE_NS)
 			opx_rel_resent_free(f);
-		/* a peer silent this long gives its send ring's pages back */
+		/* a link that sent no data this long gives its send ring's pages back */
 		shim_udp_trim(p, now, OPX_REL_STASH_IDLE_NS);
 		/* a datagram that went meanwhile carried the ack */
 		if (f->ack_due_ns && p->udp_ack_sent == f->expected) {

@@ -98,6 +98,59 @@ static void test_udp_exchange(void **state)
 	t_pair_close(&t);
 }
 
+/* An idle link gives its send ring's pages back: only once everything
+ * sent is acknowledged, nothing waits to be sent, and no data went out
+ * for the idle time, however recently the peer spoke (keepalives and
+ * acks of a live pair never stop); data after a trim is intact. */
+static void test_udp_trim(void **state)
+{
+	const uint64_t idle = 1000000000ull, t0 = shim_udp_now();
+	struct shim_udp_link *l;
+	uint32_t psns[16];
+	struct t_pair t;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	l = ((struct shim_peer_priv *)t.to_b)->link;
+	for (uint32_t s = 0; s < 10; s++)
+		assert_int_equal(t_send(t.to_b, s), 0);
+	assert_int_equal(t_recv_all(&t, 10, psns, 10.0), 10);
+	/* sent, not acknowledged: never */
+	assert_int_equal(shim_udp_trim(t.to_b, t0, idle), 0);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 5 * idle, idle), 0);
+	shim_udp_release(t.to_b, 10);
+	/* acknowledged, but data went out within the idle time: not yet
+	 * (sent noted at t0), even with the peer silent for long */
+	atomic_store(&l->rx_ns, 0);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + idle / 2, idle), 0);
+	/* the peer spoke a moment ago (a keepalive): idle all the same */
+	atomic_store(&l->rx_ns, t0 + 2 * idle);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 2 * idle, idle), 1);
+	assert_int_equal(l->udp->st.trims, 1);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 3 * idle, idle), 0); /* done */
+
+	/* a packet after the trim arrives intact (t_recv_all checks) */
+	assert_int_equal(t_send(t.to_b, 10), 0);
+	assert_int_equal(t_recv_all(&t, 1, psns, 10.0), 1);
+	assert_int_equal(psns[0], 10);
+	shim_udp_release(t.to_b, 11);
+	/* the send moved sent: the idle time starts again at the next look */
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 10 * idle, idle), 0);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 10 * idle + idle / 2, idle), 0);
+	/* a published packet that waits (held) is not given back */
+	shim_udp_hold((struct shim_peer_priv *)t.to_b);
+	assert_int_equal(t_send(t.to_b, 11), 0);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 20 * idle, idle), 0);
+	shim_udp_unhold((struct shim_peer_priv *)t.to_b);
+	assert_int_equal(t_recv_all(&t, 1, psns, 10.0), 1);
+	assert_int_equal(psns[0], 11);
+	shim_udp_release(t.to_b, 12);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 30 * idle, idle), 0);
+	assert_int_equal(shim_udp_trim(t.to_b, t0 + 32 * idle, idle), 1);
+	assert_int_equal(l->udp->st.trims, 2);
+	t_pair_close(&t);
+}
+
 /* A polling receiver takes one datagram per call while they come one at
  * a time, a batch once they queue up (SHIM_UDP_BATCH_AFTER calls in a row
  * found one), and one again when a batch call finds at most one; nothing
@@ -535,6 +588,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
+		cmocka_unit_test(test_udp_trim),
 		cmocka_unit_test(test_udp_recv_modes),
 		cmocka_unit_test(test_udp_wait_arm),
 		cmocka_unit_test(test_udp_mtu_learned),
