@@ -52,6 +52,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "../common/testutil.h"
+
 #define FO_MAX_PEERS 4096
 #define FO_MAX_PROCS 64
 #define FO_NAME_MAX 64
@@ -81,41 +83,6 @@ static int64_t fo_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint8_t fo_byte(uint32_t seed, size_t i)
-{
-	uint32_t v = seed * 2654435761u + (uint32_t)i * 251u + (uint32_t)(i >> 8) * 17u;
-
-	return (uint8_t)(v ^ (v >> 11));
-}
-
-static void fo_fill(uint8_t *b, size_t len, uint32_t seed)
-{
-	for (size_t i = 0; i < len; i++)
-		b[i] = fo_byte(seed, i);
-}
-
-/* Index of the first wrong byte, or -1. */
-static long fo_check(const uint8_t *b, size_t len, uint32_t seed)
-{
-	for (size_t i = 0; i < len; i++)
-		if (b[i] != fo_byte(seed, i))
-			return (long)i;
-	return -1;
-}
-
-static long fo_rss_kib(void)
-{
-	long pages = -1, rss = -1;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-		rss = -1;
-	fclose(f);
-	return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
 /* Whole buffers over a socket, bounded. */
@@ -299,14 +266,14 @@ static int fo_child(int sock, uint32_t first, uint32_t n, uint32_t peers, size_t
 			sent++;
 		} else {
 			uint32_t i = (uint32_t)(uintptr_t)e.op_context - 1;
-			long bad = fo_check(bufs + (size_t)i * 2 * size, size, first + i);
+			long bad = tu_check(bufs + (size_t)i * 2 * size, size, first + i);
 
 			if (e.len != size || e.tag != first + i || bad >= 0) {
 				fprintf(stderr, "FAIL %s: peer %u got len %zu tag %#lx, byte %ld wrong\n",
 					who, first + i, e.len, (unsigned long)e.tag, bad);
 				goto out;
 			}
-			fo_fill(bufs + ((size_t)i * 2 + 1) * size, size, first + i + peers);
+			tu_fill(bufs + ((size_t)i * 2 + 1) * size, size, first + i + peers);
 			ready[nready++] = i;
 		}
 	}
@@ -374,7 +341,7 @@ static int fo_hub_exchange(struct fo_hub *h, uint32_t from, uint32_t to)
 				p = fi_trecv(h->ep, h->bufs + ((size_t)i * 2 + 1) * size, size, NULL,
 					     h->addr[i], i, 0, (void *)(uintptr_t)(h->peers + 1 + i));
 				rposted = !p;
-				fo_fill(h->bufs + (size_t)i * 2 * size, size, i);
+				tu_fill(h->bufs + (size_t)i * 2 * size, size, i);
 			}
 			if (rposted)
 				p = fi_tsend(h->ep, h->bufs + (size_t)i * 2 * size, size, NULL,
@@ -395,7 +362,7 @@ static int fo_hub_exchange(struct fo_hub *h, uint32_t from, uint32_t to)
 			h->sent++;
 		} else {
 			uint32_t i = (uint32_t)((uintptr_t)e.op_context - h->peers - 1);
-			long bad = fo_check(h->bufs + ((size_t)i * 2 + 1) * size, size, i + h->peers);
+			long bad = tu_check(h->bufs + ((size_t)i * 2 + 1) * size, size, i + h->peers);
 
 			if (e.len != size || e.tag != i || bad >= 0)
 				FO_FAIL("answer of peer %u: len %zu tag %#lx, byte %ld wrong", i, e.len,
@@ -473,12 +440,12 @@ static int fo_hub(int *socks, uint32_t procs, uint32_t peers, size_t size, doubl
 	if (fo_open(&h.l) || fo_ep(&h.l, &h.ep, name, &len) ||
 	    fo_hub_names(socks, procs, peers, names, &name_len))
 		goto out;
-	base = fo_rss_kib();
+	base = tu_rss_kib();
 	if (fi_av_insert(h.l.av, names, peers, h.addr, 0, NULL) != (int)peers) {
 		fprintf(stderr, "FAIL hub: fi_av_insert of %u names\n", peers);
 		goto out;
 	}
-	inserted = fo_rss_kib();
+	inserted = tu_rss_kib();
 	for (uint32_t c = 0; c < procs; c++) {
 		uint32_t nl = (uint32_t)len;
 
@@ -489,10 +456,10 @@ static int fo_hub(int *socks, uint32_t procs, uint32_t peers, size_t size, doubl
 	}
 	if (fo_hub_exchange(&h, 0, warm) || fo_hub_quiet(&h, idle_s))
 		goto out;
-	warmed = fo_rss_kib();
+	warmed = tu_rss_kib();
 	if (fo_hub_exchange(&h, warm, peers))
 		goto out;
-	traffic = fo_rss_kib();
+	traffic = tu_rss_kib();
 	for (uint32_t c = 0; c < procs; c++) {
 		char d;
 
@@ -503,7 +470,7 @@ static int fo_hub(int *socks, uint32_t procs, uint32_t peers, size_t size, doubl
 	}
 	if (fo_hub_quiet(&h, idle_s))
 		goto out;
-	idle = fo_rss_kib();
+	idle = tu_rss_kib();
 	av_b = (inserted - base) * 1024 / (long)peers;
 	busy_b = (traffic - warmed) * 1024 / (long)(peers - warm);
 	idle_b = (idle - warmed) * 1024 / (long)(peers - warm);

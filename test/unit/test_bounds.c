@@ -33,6 +33,7 @@
 #include "opx_ep.h"
 #include "opx_ux.h"
 #include "shim_udp_wire.h"
+#include "../common/testutil.h"
 
 #define TQ_WAIT_MS 30000u
 #define TQ_BOUND (1u << 20)     /* the victim's FI_OPX_UX_MAX_BYTES */
@@ -394,21 +395,6 @@ static void tb_child_many(int rfd, int wfd)
 	_exit(0);
 }
 
-static long tb_rss_kib(void)
-{
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 static unsigned tb_links(struct opx_ep *ep)
 {
 	unsigned n = 0;
@@ -460,7 +446,7 @@ static void test_bounds_idle_peers(void **state)
 	close(down[0]);
 	close(up[1]);
 	assert_int_equal(tb_links(ep), 0);
-	before = tb_rss_kib();
+	before = tu_rss_kib();
 	assert_int_equal(write(down[1], me, ml), (ssize_t)ml);
 	/* every peer's message, then the child says it saw them complete */
 	for (unsigned i = 0; i < TB_PEERS; i++) {
@@ -477,7 +463,7 @@ static void test_bounds_idle_peers(void **state)
 		assert_true(fx_now_ms() < end);
 	}
 	assert_int_equal(read(up[0], &c, 1), 1);
-	after = tb_rss_kib();
+	after = tu_rss_kib();
 	assert_int_equal(tb_links(ep), TB_PEERS);
 	print_message("      %u idle udp peers: receiver RSS %ld -> %ld KiB, %ld bytes per peer\n",
 		      TB_PEERS, before, after, (after - before) * 1024 / (long)TB_PEERS);

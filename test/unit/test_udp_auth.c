@@ -32,6 +32,7 @@
 
 #include "../../driver-shim/shim_internal.h"
 #include "../../driver-shim/shim_udp.h"
+#include "../common/testutil.h"
 
 #define T_JKEY 0x1234
 #define T_PAY 200u
@@ -587,19 +588,6 @@ static void test_auth_forged_control(void **state)
 	t_close(&t);
 }
 
-static long t_rss_kb(void)
-{
-	long pages = 0, rss = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-		rss = -1;
-	fclose(f);
-	return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 /* 100 000 first contacts from 100 sources without the secret: no flow,
  * no reply, memory flat (today each made an ~81 KB flow). */
 static void test_auth_first_contact_flood(void **state)
@@ -621,7 +609,7 @@ static void test_auth_first_contact_flood(void **state)
 		fds[i] = socket(AF_INET, SOCK_DGRAM, 0);
 		assert_true(fds[i] >= 0);
 	}
-	rss0 = t_rss_kb();
+	rss0 = tu_rss_kib();
 	shim_udp_stats(t.v, &st0);
 	n = t_forge(buf, SHIM_UDP_DATA, t.g, 0, T_JKEY, SHIM_AUTH_HEADER, t_wrong_key, 0);
 	for (int r = 0; r < T_EACH; r++) {
@@ -638,7 +626,7 @@ static void test_auth_first_contact_flood(void **state)
 			shim_udp_stats(t.v, &st1);
 		} while (st1.rx_datagrams - st0.rx_datagrams < T_SOURCES * T_EACH && t_now() < end);
 	}
-	rss1 = t_rss_kb();
+	rss1 = tu_rss_kib();
 	shim_udp_stats(t.v, &st1);
 	assert_true(st1.rx_datagrams - st0.rx_datagrams > T_SOURCES * T_EACH * 9 / 10);
 	assert_int_equal(st1.drop_mac - st0.drop_mac, st1.rx_datagrams - st0.rx_datagrams);
