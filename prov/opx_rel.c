@@ -195,6 +195,15 @@ uint64_t opx_rel_keepalive_ns(void)
 	return quarter < SHIM_UDP_KEEPALIVE_NS ? quarter : SHIM_UDP_KEEPALIVE_NS;
 }
 
+/* The flow's ack went, in our own datagram or carried by another: none
+ * is due (a forced one is cleared by opx_rel_ack only: a duplicate may
+ * have asked for it after the carried ack left). */
+static void opx_rel_acked(struct opx_rel_flow *f)
+{
+	f->ack_due_ns = 0;
+	f->ack_dgrams = 0;
+}
+
 /* The cumulative ack; HELD while our ring is too full for the next
  * packet, so that the sender waits for us instead of declaring us dead. */
 static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_rel_flow *f)
@@ -205,8 +214,7 @@ static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_re
 	if (!shim_udp_send_ctl(peer, SHIM_UDP_ACK, 0, f->held ? SHIM_UDP_ACK_HELD : 0))
 		ep->rel.acks_sent++;
 	f->ack_force = false;
-	f->ack_due_ns = 0;
-	f->ack_dgrams = 0;
+	opx_rel_acked(f);
 }
 
 /* Whether a flow's standalone ack is due (one that no datagram of ours
@@ -425,10 +433,8 @@ static void opx_rel_timers(struct opx_ep *ep, uint64_t now)
 		/* a link that sent no data this long gives its send ring's pages back */
 		shim_udp_trim(p, now, OPX_REL_STASH_IDLE_NS);
 		/* a datagram that went meanwhile carried the ack */
-		if (f->ack_due_ns && p->udp_ack_sent == f->expected) {
-			f->ack_due_ns = 0;
-			f->ack_dgrams = 0;
-		}
+		if (f->ack_due_ns && p->udp_ack_sent == f->expected)
+			opx_rel_acked(f);
 		if (f->ack_force || (f->ack_due_ns && opx_rel_ack_due(f, p->udp_ack_sent, now)) ||
 		    (f->held && shim_udp_since(now, f->held_ack_ns) >= opx_rel_keepalive_ns()))
 			opx_rel_ack(ep, p, f);

@@ -270,8 +270,10 @@ static void opx_rx_mp_finish(struct opx_ep *ep)
 	memset(mp, 0, sizeof(*mp));
 }
 
-static int opx_rx_mp_next(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
+static int opx_rx_op_mp_next(struct opx_ep *ep, const struct shim_rhq_entry *e,
+			     const uint8_t *pay)
 {
+	const struct shim_pkt_hdr *h = &e->hdr;
 	struct opx_mp_state *mp = &ep->mp;
 	uint64_t off = opx_proto_pw(h).mp_next.offset;
 
@@ -470,12 +472,6 @@ static int opx_rx_op_mp_first(struct opx_ep *ep, const struct shim_rhq_entry *e,
 	if (!rc)
 		opx_stats_rx(ep, OPX_PROTO_MP_EAGER, opx_proto_pw(&e->hdr).mp_first.total);
 	return rc;
-}
-
-static int opx_rx_op_mp_next(struct opx_ep *ep, const struct shim_rhq_entry *e,
-			     const uint8_t *pay)
-{
-	return opx_rx_mp_next(ep, &e->hdr, pay);
 }
 
 static int opx_rx_op_rts(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
