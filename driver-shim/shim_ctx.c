@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "shim_trust.h"
 
 /* How long a creator tries to take the lock on the name it has just
  * created: an inspector holds it for microseconds. */

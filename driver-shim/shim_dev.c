@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "shim_trust.h"
 
 #define SHIM_FNV_OFFSET 0xcbf29ce484222325ULL
 #define SHIM_FNV_PRIME 0x100000001b3ULL

@@ -3,7 +3,8 @@
  * shim_internal.h - private definitions shared by the files of
  * driver-shim/.  The provider never includes this header; it sees the
  * device only through include/shim_abi.h and the shim_*.h beside it.
- * Unit tests may include it to inspect counters.
+ * Unit tests may include it to inspect counters.  The SDMA engine's state
+ * machine is in shim_sdma.h, the trust checks in shim_trust.h.
  */
 #ifndef SHIM_INTERNAL_H
 #define SHIM_INTERNAL_H
@@ -203,47 +204,6 @@ void shim_tid_table_destroy(struct shim_ctx *ctx);
 int shim_tid_place_wire(struct shim_ctx *ctx, uint32_t handle, uint64_t off, const void *src,
 			uint32_t len, uint16_t slid, uint16_t sctx);
 
-/* SDMA descriptor states and events (shim_sdma.c holds the transition
- * table and its reasoning).  Here so unit tests can drive the state
- * machine directly. */
-enum shim_sdma_state {
-	SHIM_SDMA_S0_FREE = 0,
-	SHIM_SDMA_S1_QUEUED = 1,
-	SHIM_SDMA_S2_RUNNING = 2,
-	SHIM_SDMA_S3_WAIT_CREDIT = 3,
-	SHIM_SDMA_S4_DONE = 4,
-	SHIM_SDMA_S5_ERROR = 5,
-};
-#define SHIM_SDMA_NSTATES 6
-
-enum shim_sdma_event {
-	SHIM_SDMA_E0_SUBMIT = 0,
-	SHIM_SDMA_E1_START = 1,
-	SHIM_SDMA_E2_PKT_SENT = 2,
-	SHIM_SDMA_E3_NO_CREDIT = 3,
-	SHIM_SDMA_E4_CREDIT_BACK = 4,
-	SHIM_SDMA_E5_LAST_SENT = 5,
-	SHIM_SDMA_E6_PEER_GONE = 6,
-	SHIM_SDMA_E7_REAPED = 7,
-};
-#define SHIM_SDMA_NEVENTS 8
-
-/* One request in the engine's descriptor ring. */
-struct shim_sdma_desc {
-	enum shim_sdma_state state;
-	int status;              /* 0 or -errno, reported at reap */
-	struct shim_peer *peer;
-	struct shim_sdma_req req; /* the caller's request, copied at submit */
-	uint64_t sent;           /* payload bytes published so far */
-	uint32_t iov_idx;        /* gather cursor: current iovec ... */
-	size_t iov_off;          /* ... and the offset inside it */
-	uint32_t credit_polls;   /* reservations refused while waiting */
-};
-
-/* Apply one event: 0, or -EPROTO for a transition the table does not
- * allow (the descriptor is then marked S5 ERROR with status -EPROTO). */
-int shim_sdma_step(struct shim_sdma_desc *desc, enum shim_sdma_event ev);
-
 /* A peer as allocated by shim_peer_open(): the public view first, so the
  * pointer handed to the provider can be converted back. */
 struct shim_peer_priv {
@@ -282,25 +242,6 @@ struct shim_wire_ops {
 };
 extern const struct shim_wire_ops shim_shm_wire; /* shim_shm.c */
 extern const struct shim_wire_ops shim_udp_wire; /* shim_udp.c */
-
-/* Trust on a shared host (shim_trust.c).  Everything opx opens in
- * /dev/shm goes through these: never through a symlink, never a file
- * another uid owns, and liveness from a lock rather than a pid. */
-void shim_trust_warn(const struct shim_dev *dev, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-/* Open an existing segment read-write without following a symlink and
- * check it: a regular file of our euid, mode 0600.  fd or -errno
- * (-EACCES for a file that is not ours). */
-int shim_trust_seg_open_checked(const char *name, struct stat *st);
-int shim_trust_seg_check(int fd, struct stat *st);
-/* The owner's liveness lock: take it without waiting (0, -EAGAIN when
- * held through another open file, -errno), or test it without taking it
- * (1 held elsewhere, 0 free, -errno). */
-int shim_trust_seg_lock(int fd);
-int shim_trust_seg_lock_probe(int fd);
-/* The per-uid 0700 directory holding wake-up sockets: created if
- * missing, refused (-EACCES) if a symlink, not a directory, or not ours. */
-int shim_trust_wake_dir_check(uint32_t uid);
 
 /* Fault a shared mapping's pages in, writable, before the first packet
  * needs them (shim_dev.c): a process with many peers otherwise takes a

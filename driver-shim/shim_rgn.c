@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
  * shim_rgn.c - one-sided copies a peer makes by itself: the region table
- * of a receive context (struct shim_rgn, shim_abi.h) and the Cross Memory
+ * of a receive context (struct shim_rgn, shim_rgn.h) and the Cross Memory
  * Attach copy into or out of a region it names.
  *
  * Owner.  shim_rgn_publish() puts a region in the first free slot of
@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "shim_internal.h"
+#include "shim_trust.h"
 
 #define SHIM_RGN_WAIT_NS (10ull * 1000000000ull) /* a copy that never ends */
 

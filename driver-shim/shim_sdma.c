@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "shim_internal.h"
+#include "shim_sdma.h"
 
 /* Packets published per shim_sdma_progress() call. */
 #define SHIM_SDMA_BUDGET 64u

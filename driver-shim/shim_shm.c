@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "shim_trust.h"
 
 static void shim_shm_put(struct shim_peer_priv *pp);
 static bool shim_shm_alive(const struct shim_peer_priv *pp);

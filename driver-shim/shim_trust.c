@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "shim_internal.h"
+#include "shim_trust.h"
 
 void shim_trust_warn(const struct shim_dev *dev, const char *fmt, ...)
 {

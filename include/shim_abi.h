@@ -3,8 +3,9 @@
  * shim_abi.h - the software SuperNIC as seen by the provider: the shared-
  * memory layout of a receive context and the packet format.
  *
- * This header and the four beside it are the only way prov/ talks to
+ * This header and the five beside it are the only way prov/ talks to
  * driver-shim/: shim_dev.h (units, contexts, peers; the shim's services),
+ * shim_rgn.h (the region table at the end of a context's segment),
  * shim_ring.h (the inline PIO send and receive operations), shim_dma.h
  * (expected receive and SDMA) and shim_udp_wire.h (the udp wire between
  * hosts), all under the one version below.  They are written
@@ -30,7 +31,7 @@
  *   +----------------------+  claim_off
  *   | claim table          |  claim_cnt x 64-byte struct shim_claim
  *   +----------------------+  rgn_off (minor 2; rgn_cnt 0: none)
- *   | region table         |  rgn_cnt x 64-byte struct shim_rgn
+ *   | region table         |  rgn_cnt x 64-byte struct shim_rgn (shim_rgn.h)
  *   +----------------------+  seg_size
  *
  * Senders (any number, any process of the same user on the host) reserve a
@@ -258,45 +259,12 @@ struct shim_claim {
 	_Atomic uint64_t tail;     /* the ctl->tail value the reservation started from */
 	_Atomic uint64_t counts;   /* lo32 header entries, hi32 eager blocks */
 	/* The region this sender is copying into or out of right now
-	 * (struct shim_rgn below): (slot + 1) << 32 | the region's seq, 0 when
+	 * (struct shim_rgn, shim_rgn.h): (slot + 1) << 32 | the region's seq, 0 when
 	 * none.  Written by the sender only. */
 	_Atomic uint64_t rgn_busy;
 	uint8_t pad[32];
 };
 static_assert(sizeof(struct shim_claim) == 64, "claim slot is one cache line");
-
-/* ---------------------------------------------------------------------
- * Region table (minor 2): the memory regions a peer on this host may copy
- * into or out of by itself, with Cross Memory Attach, without any help
- * from the owner's progress: what RDMA hardware gives (shim_rgn.c has the
- * protocol).  Written by the owner only, read by peers, each entry a
- * sequence lock: seq 0 or odd: empty or being changed; even: valid, and
- * each validity period has its own even value.  A peer copies the entry
- * between two equal even reads of seq, then checks that copy: the offset
- * and length against len, its access against access.
- *
- * Retracting a region (closing it, binding a counter to it) makes seq odd
- * and then waits until no claim slot's rgn_busy names the old (slot, seq)
- * any longer, or that slot's holder is gone.  A peer writes rgn_busy
- * before it reads seq a second time, both sequentially consistent, so
- * either it sees the odd seq and does not copy, or the owner sees its
- * rgn_busy and waits for the copy to end: no copy into memory the owner
- * has given back. */
-#define SHIM_RGN_SLOTS 256u /* regions per receive context, power of two */
-#define SHIM_RGN_PROBE 8u   /* slots one key may occupy (linear probing) */
-#define SHIM_RGN_READ 0x1u  /* access: peers may read it */
-#define SHIM_RGN_WRITE 0x2u /* access: peers may write it */
-
-struct shim_rgn {
-	_Atomic uint32_t seq;
-	_Atomic uint32_t access; /* SHIM_RGN_READ | SHIM_RGN_WRITE */
-	_Atomic uint64_t key;    /* the provider's memory-region key */
-	_Atomic uint64_t raddr;  /* the remote address of its first byte */
-	_Atomic uint64_t vaddr;  /* where that byte is in the owner */
-	_Atomic uint64_t len;
-	uint8_t pad[24];
-};
-static_assert(sizeof(struct shim_rgn) == 64, "region entry is one cache line");
 
 /* ---------------------------------------------------------------------
  * Endpoint address: what fi_getname returns.  It already carries what the

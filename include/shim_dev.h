@@ -10,6 +10,7 @@
 #define SHIM_DEV_H
 
 #include "shim_abi.h"
+#include "shim_rgn.h"
 
 /* ---------------------------------------------------------------------
  * Device model.
@@ -201,7 +202,7 @@ int shim_peer_cma_pid(const struct shim_peer *peer, pid_t *pid);
 int shim_peer_cma_pid_recorded(const struct shim_peer *peer, pid_t *pid);
 
 /* One-sided copies without the owner's progress (shim_rgn.c; the table
- * and its protocol are in shim_abi.h).  Owner: publish a region of len
+ * and its protocol are in shim_rgn.h).  Owner: publish a region of len
  * bytes at base whose first byte peers address as raddr (access:
  * SHIM_RGN_READ and/or SHIM_RGN_WRITE): 0, -EEXIST, or -ENOSPC when its
  * key's slots are taken (peers then go through the owner).  Retract it:

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "shim_fixture.h"
+#include "../../driver-shim/shim_sdma.h"
 
 const int t_unit = T_UNITS - 2;
 const uint16_t t_jkey = 0x5344;

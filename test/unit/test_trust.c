@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "trust_fixture.h"
+#include "../../driver-shim/shim_trust.h"
 
 static bool t_root(void)
 {
