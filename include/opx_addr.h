@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * opx_addr.h - address formats (prov/opx_addr.c).  FI_ADDR_OPX is struct
- * shim_addr; in FI_SOCKADDR_IN and FI_SOCKADDR an endpoint is named by
- * its udp socket, a struct sockaddr_in.  The format is the domain's
+ * opx_addr.h - address formats and the contexts a scalable endpoint's
+ * address names (prov/opx_addr.c).  FI_ADDR_OPX is struct shim_addr; in
+ * FI_SOCKADDR_IN and FI_SOCKADDR an endpoint is named by its udp socket,
+ * a struct sockaddr_in.  The format is the domain's
  * (struct opx_domain.addr_format).
  */
 #ifndef OPX_ADDR_H
@@ -44,5 +45,27 @@ void opx_addr_to_sin(const struct shim_addr *a, void *sin);
 int opx_addr_export(uint32_t fmt, const struct shim_addr *a, void *buf, size_t *len);
 /* fi_av_straddr of an address in fmt. */
 const char *opx_addr_str(uint32_t fmt, const void *addr, char *buf, size_t *len);
+
+/* Scalable endpoints (opx_sep.c): the contexts an address names
+ * (struct shim_addr.sep): receive contexts at ctx, ctx + 1, ..., then
+ * the transmit contexts.  A plain endpoint is one context of each kind
+ * in one. */
+#define OPX_SEP_MAX_RX 16u
+#define OPX_SEP_MAX_TX 15u
+static inline unsigned int opx_addr_sep_rx(const struct shim_addr *a)
+{
+	return a->sep ? (a->sep & 0xfu) + 1u : 1u;
+}
+static inline unsigned int opx_addr_sep_tx(const struct shim_addr *a)
+{
+	return a->sep >> 4;
+}
+/* Receive and transmit contexts: the (lid, ctx) its packets may come from. */
+static inline unsigned int opx_addr_sep_ctxs(const struct shim_addr *a)
+{
+	return a->sep ? opx_addr_sep_rx(a) + opx_addr_sep_tx(a) : 1u;
+}
+/* The address of context i of a (scalable) endpoint named by base. */
+void opx_addr_sep_ctx(const struct shim_addr *base, unsigned int i, struct shim_addr *out);
 
 #endif /* OPX_ADDR_H */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-2-Clause */
 /*
- * opx_ep.h - the RDM endpoint: wire protocol, matching engine, protocols.
+ * opx_ep.h - the RDM endpoint: wire protocol, its state, protocols; the
+ * matching engine's types and calls are in opx_match.h.
  *
  * Protocols by message size (chosen per send, thresholds fixed at init,
  * one set per wire: the peer's wire is known at send time, peer->wire):
@@ -33,7 +34,9 @@
 #include <stdlib.h>
 
 #include "opx.h"
+#include "opx_av.h"
 #include "opx_iov.h"
+#include "opx_match.h"
 #include "opx_proto.h"
 #include "rdma/opx_ext.h"
 
@@ -73,73 +76,6 @@ enum opx_drop_reason {
 	OPX_DROP_PROTO,     /* rendezvous, one-sided or reliability packet refused
 			     * (opx_drop_proto) */
 	OPX_DROP_MAX
-};
-
-/* A posted receive. */
-struct opx_rx_req {
-	struct opx_list link;
-	void *context;
-	uint64_t flags;   /* op flags: FI_MULTI_RECV, FI_COMPLETION, FI_TAGGED/FI_MSG */
-	uint64_t tag;
-	uint64_t ignore;
-	fi_addr_t src;
-	size_t len;       /* capacity */
-	size_t used;      /* multi-recv: bytes consumed */
-	int inflight;     /* multi-recv: messages still landing in it */
-	bool unlinked;    /* multi-recv: released from the posted queue */
-	size_t iov_count;
-	struct iovec iov[OPX_IOV_LIMIT];
-};
-
-/* An unexpected message. */
-struct opx_ux {
-	struct opx_list link;
-	uint64_t tag;
-	uint64_t data;
-	fi_addr_t src;
-	size_t len;       /* message length */
-	size_t rcvd;      /* multi-packet: bytes arrived */
-	uint8_t pflags;   /* OPX_PF_* */
-	bool rndv;
-	bool discard;               /* FI_DISCARD while packets still arrive */
-	bool queued;                /* on an unexpected queue (telemetry: queue depth) */
-	bool ack;                   /* delivery complete: DONE(cookie) to rts.src once placed */
-	struct opx_rx_req *waiting; /* matched before the last packet arrived */
-	size_t waiting_off;         /* offset in waiting's buffer (multi-recv) */
-	size_t waiting_cap;         /* bytes that fit there */
-	uint64_t cookie;            /* rendezvous */
-	struct opx_rts_payload rts;
-	uint8_t *buf;               /* eager payload (inl or heap) */
-	size_t cost;                /* bytes counted against the bounds (opx_ux_get) */
-	uint32_t src_key;           /* the sender's slid << 16 | sctx (per-source count) */
-	uint8_t src_count;          /* where cost was counted: OPX_UX_SRC_* */
-	uint8_t inl[64];
-};
-
-/* Multi-packet eager reassembly in progress (at most one: the packets of a
- * message are consecutive in the header queue). */
-/* Packets of one multi-packet eager message over the udp wire at most:
- * the receiver's reliability module holds them in its reorder stash until
- * the message is whole and delivers it in one reservation (opx_rel.c), so
- * that no other flow's packet comes between them; senders stay below it
- * (opx_msg.c).  Part of the wire protocol: lowering it breaks peers. */
-#define OPX_UDP_MP_MAX 64u
-
-struct opx_mp_state {
-	bool active;
-	uint16_t slid;
-	uint16_t sctx;
-	uint32_t msgid;
-	size_t total;
-	size_t off;               /* next expected offset */
-	struct opx_rx_req *req;   /* delivering into a posted receive ... */
-	size_t req_off;           /* ... at this offset of it (multi-recv) */
-	size_t req_cap;           /* ... where this many bytes fit */
-	struct opx_ux *ux;        /* ... or into an unexpected buffer */
-	uint64_t tag;
-	uint64_t data;
-	uint8_t pflags;
-	fi_addr_t src;
 };
 
 /* The role of an endpoint inside a scalable endpoint (opx_ep.sep_role). */
@@ -277,47 +213,12 @@ struct opx_ep {
 	} rel;
 };
 
-/* opx_rel.c: reliability over the udp wire (lock held).  Without any udp
- * flow the socket is polled once every OPX_REL_IDLE_POLL_MASK + 1
- * progress calls (a first contact waits that long); with flows, always. */
-#define OPX_REL_IDLE_POLL_MASK 4095u
-void opx_rel_progress(struct opx_ep *ep);
-/* Keepalive period: at most a quarter of FI_OPX_PEER_TIMEOUT, so that a
- * live peer that does not progress is heard a few times within it. */
-uint64_t opx_rel_keepalive_ns(void);
-void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowledged */
-void opx_rel_fini(struct opx_ep *ep);
-
-/* opx_match.c: matching engine and delivery.  All with the domain lock held. */
-struct opx_rx_req *opx_match_req_get(struct opx_ep *ep);
+/* Put back a receive that opx_match_req_get (opx_match.h) handed out. */
 static inline void opx_ep_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 {
 	ep->posted_cnt--;
 	opx_list_insert_head(&ep->req_free, &req->link);
 }
-/* opx_match.c again: matching */
-struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src);
-/* Where a message of len bytes lands in req: returns the offset, sets *cap
- * to the bytes that fit (multi-recv buffers hand out consecutive space). */
-size_t opx_match_req_claim(struct opx_ep *ep, struct opx_rx_req *req, size_t len, size_t *cap);
-/* An unexpected message whose last packet has arrived or that is matched. */
-void opx_match_ux_deliver(struct opx_ep *ep, struct opx_rx_req *req, struct opx_ux *ux);
-ssize_t opx_match_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t src,
-			      uint64_t tag, uint64_t ignore, void *context, uint64_t flags,
-			      bool tagged);
-int opx_match_cancel_locked(struct opx_ep *ep, void *context);
-void opx_match_cleanup(struct opx_ep *ep);
-
-/* opx_rx.c: receive dispatch and validation */
-int opx_rx_drain(struct opx_ep *ep, int budget);
-/* A validated packet's handler: e is the endpoint's private copy of its
- * queue entry, pay its payload (NULL for TID data the shim placed). */
-typedef int (*opx_rx_op)(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);
-/* The receive dispatch, one handler per opcode (opx_rx.c). */
-extern const opx_rx_op opx_rx_ops[OPX_OP_MAX];
-/* At endpoint open: what we accept eagerly, published in our context's
- * control block for senders (shim_rcv_ctl.rx_eager_max, rx_flags). */
-void opx_rx_advertise(struct opx_ep *ep);
 
 /* opx_drop.c: drop accounting */
 void opx_drop_proto(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_PROTO */
@@ -334,16 +235,6 @@ uint32_t opx_csum_pkt(const struct shim_pkt_hdr *h, const uint8_t *pay);
 ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			    uint64_t tag, uint64_t data, void *context, uint64_t flags,
 			    bool tagged);
-
-/* opx_complete.c: the data path's completions (CQ entries, counters,
- * error entries), the only writer into the CQs and counters. */
-void opx_complete_tx(struct opx_ep *ep, void *context, uint64_t flags, size_t len, int err);
-/* The FI_MULTI_RECV entry that releases a used-up multi-receive buffer. */
-void opx_complete_multi_release(struct opx_ep *ep, struct opx_rx_req *req);
-/* Completion of a message delivered into req at off (cap bytes fit). */
-void opx_complete_rx(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
-		     size_t msg_len, uint64_t tag, uint64_t data, uint8_t pflags, fi_addr_t src,
-		     int err);
 
 /* Header of a packet this endpoint sends to peer. */
 static inline void opx_ep_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,

@@ -5,7 +5,7 @@
  * calls opx_rel_rx.c (what each DATA and NACK datagram does) through what
  * is declared here, and opx_rel_rx.c never calls opx_rel.c.  Both keep
  * the per-flow state below.  What the rest of the provider calls is
- * declared in opx_ep.h.
+ * declared in opx_rel.h.
  */
 #ifndef OPX_REL_PRIV_H
 #define OPX_REL_PRIV_H

@@ -3,7 +3,7 @@
  * opx_ux.h - the unexpected-message store and its bounds (opx_ux.c):
  * the per-sender byte counts, taking a descriptor and putting it back,
  * and queueing a message that arrived before its receive (counted in the
- * endpoint's telemetry).  struct opx_ux itself is in opx_ep.h.  All with
+ * endpoint's telemetry).  struct opx_ux itself is in opx_match.h.  All with
  * the domain lock held.
  */
 #ifndef OPX_UX_H

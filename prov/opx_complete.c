@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "opx_addr.h"
+#include "opx_complete.h"
 #include "opx_cq.h"
 #include "opx_ep.h"
 

@@ -14,6 +14,7 @@
 
 #include "opx.h"
 #include "opx_addr.h"
+#include "opx_av.h"
 #include "opx_cq.h"
 #include "opx_rma.h"
 

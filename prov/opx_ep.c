@@ -20,8 +20,10 @@
 #include "opx_addr.h"
 #include "opx_cq.h"
 #include "opx_ep.h"
+#include "opx_rel.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"
+#include "opx_rx.h"
 #include "opx_sep.h"
 #include "opx_stats.h"
 

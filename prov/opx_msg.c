@@ -13,6 +13,7 @@
  */
 #include <stdlib.h>
 
+#include "opx_complete.h"
 #include "opx_cq.h"
 #include "opx_ep.h"
 #include "opx_rndv_api.h"

@@ -30,8 +30,10 @@
 
 #include "opx_cq.h"
 #include "opx_ep.h"
+#include "opx_rel.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"
+#include "opx_rx.h"
 
 #define OPX_PROGRESS_BATCH 64
 

@@ -100,6 +100,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "opx_rel.h"
 #include "opx_rel_priv.h"
 
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks, */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "opx_complete.h"
 #include "opx_rndv.h"
 #include "opx_ux.h"
 #include "shim_dma.h"

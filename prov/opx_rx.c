@@ -30,9 +30,11 @@
 #include <stdlib.h>
 #include <sys/uio.h>
 
+#include "opx_complete.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"
+#include "opx_rx.h"
 #include "opx_stats.h"
 #include "opx_ux.h"
 

@@ -5,7 +5,7 @@
  * steady state does not allocate), the endpoint's bound on their bytes
  * (FI_OPX_UX_MAX_BYTES) and its fair share per sender.  Used by receive
  * dispatch (opx_rx.c) to take a message, by matching and rendezvous to
- * give it back (opx_ux_put in opx_ep.h), and by the reliability module
+ * give it back (opx_ux_put in opx_ux.h), and by the reliability module
  * (opx_rel.c) to hold a sender over its share before its packets reach
  * the receive ring.  Calls nothing else in the provider.
  */

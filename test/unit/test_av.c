@@ -19,6 +19,7 @@
 
 #include "fixture.h"
 #include "opx.h"
+#include "opx_av.h"
 
 static struct fi_info *g_info;
 static struct fid_fabric *g_fabric;

@@ -29,6 +29,7 @@
 
 #include "fixture.h"
 #include "opx_ep.h"
+#include "opx_rx.h"
 
 #define TR_WAIT_MS 2000
 #define TR_TAG 0x7e570000u
