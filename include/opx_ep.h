@@ -85,6 +85,59 @@ enum opx_drop_reason {
 /* Anonymous peers: senders not in our AV we must answer (DONE). */
 #define OPX_ANON_PEERS 128
 
+/* The rendezvous' state of an endpoint (opx_rndv.c, opx_rndv_peer.c);
+ * its active sends, struct opx_ep.rndv, stay beside the transmit basics. */
+struct opx_ep_rndv {
+	struct opx_rndv_tx *rndv_free;
+	size_t rndv_busy;
+	struct opx_rndv_rx *rndv_rx;
+	struct opx_rndv_rx *rndv_rx_free;
+	size_t rndv_rx_busy;
+	uint32_t rndv_gens[64];  /* random cookie generations (getrandom) ... */
+	uint32_t rndv_gen_left;  /* ... not used yet */
+	uint64_t rndv_stray;     /* DONE/CTS/CTW/WDONE/DATA from the wrong peer or cookie */
+	uint64_t watch_next_ns;  /* next look for dead peers (opx_rndv_check_peers) */
+	uint32_t watch_round;    /* its number (never 0) */
+	struct shim_sdma *sdma;  /* opened on the first CTS */
+	size_t sdma_reqs;        /* submitted, not reaped */
+	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */
+	bool cma_proven;         /* a pull succeeded: splitting with the sender is safe */
+	struct opx_list ctl_pend;  /* control packets waiting for credits */
+	struct opx_list sdma_wait; /* sends waiting for SDMA ring space */
+	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */
+};
+
+/* The matching engine's queues (opx_match.c) and the unexpected store's
+ * bounds (ux_bytes, ux_src, ux_srcs, ux_slack: opx_ux.c). */
+struct opx_ep_match {
+	struct opx_list posted_tag;
+	struct opx_list posted_msg;
+	struct opx_list ux_tag;
+	struct opx_list ux_msg;
+	size_t ux_bytes;
+	/* per sender (opx_ux_src_over): NULL until the first unexpected
+	 * message; slot OPX_UX_SRC_SLOTS counts the senders beyond the table */
+	struct opx_ux_src *ux_src;
+	uint32_t ux_srcs;             /* senders with unexpected bytes now */
+	size_t ux_slack;              /* what the receive ring can hold (opx_rx_advertise) */
+	size_t posted_cnt;
+	struct opx_mp_state mp;
+	struct opx_list req_free;
+	struct opx_list ux_free;
+};
+
+/* One-sided communication's per-endpoint state (opx_rma.c); its engine,
+ * struct opx_ep.rma, stays beside it. */
+struct opx_ep_rma {
+	bool rma_busy;              /* chunks or replies wait for credits */
+	bool rgn_pub;               /* in domain->rgn_eps: publishes regions (opx_mr.c) */
+	struct opx_list rgn_link;
+	struct opx_cntr *write_cntr; /* FI_WRITE: RMA writes, non-fetching atomics */
+	struct opx_cntr *read_cntr;  /* FI_READ: RMA reads, fetching atomics */
+	struct opx_cntr *rwrite_cntr; /* FI_REMOTE_WRITE (FI_RMA_EVENT): target side */
+	struct opx_cntr *rread_cntr;  /* FI_REMOTE_READ (FI_RMA_EVENT): target side */
+};
+
 struct opx_ep {
 	struct fid_ep ep_fid;
 	/* read-mostly after enable */
@@ -117,39 +170,10 @@ struct opx_ep {
 	uint32_t next_msgid;
 	uint32_t tx_streak; /* eager sends since a packet arrived: > 1 streams */
 	struct opx_rndv_tx *rndv;
-	struct opx_rndv_tx *rndv_free;
-	size_t rndv_busy;
-	struct opx_rndv_rx *rndv_rx;
-	struct opx_rndv_rx *rndv_rx_free;
-	size_t rndv_rx_busy;
-	uint32_t rndv_gens[64];  /* random cookie generations (getrandom) ... */
-	uint32_t rndv_gen_left;  /* ... not used yet */
-	uint64_t rndv_stray;     /* DONE/CTS/CTW/WDONE/DATA from the wrong peer or cookie */
-	uint64_t watch_next_ns;  /* next look for dead peers (opx_rndv_check_peers) */
-	uint32_t watch_round;    /* its number (never 0) */
-	struct shim_sdma *sdma;  /* opened on the first CTS */
-	size_t sdma_reqs;        /* submitted, not reaped */
-	bool cma_ok;             /* pull with CMA; off: SDMA/TID push */
-	bool cma_proven;         /* a pull succeeded: splitting with the sender is safe */
-	struct opx_list ctl_pend;  /* control packets waiting for credits */
-	struct opx_list sdma_wait; /* sends waiting for SDMA ring space */
-	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */
+	struct opx_ep_rndv rndv_st;
 
 	/* receive / matching */
-	struct opx_list posted_tag;
-	struct opx_list posted_msg;
-	struct opx_list ux_tag;
-	struct opx_list ux_msg;
-	size_t ux_bytes;
-	/* per sender (opx_ux_src_over): NULL until the first unexpected
-	 * message; slot OPX_UX_SRC_SLOTS counts the senders beyond the table */
-	struct opx_ux_src *ux_src;
-	uint32_t ux_srcs;             /* senders with unexpected bytes now */
-	size_t ux_slack;              /* what the receive ring can hold (opx_rx_advertise) */
-	size_t posted_cnt;
-	struct opx_mp_state mp;
-	struct opx_list req_free;
-	struct opx_list ux_free;
+	struct opx_ep_match match;
 	/* opx_rx_defer: drains in a row that left an unmatched first packet
 	 * in the ring, and whether the coming drain may not (a peek's) */
 	uint32_t rx_defers;
@@ -172,13 +196,7 @@ struct opx_ep {
 
 	/* one-sided (opx_rma.c) */
 	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */
-	bool rma_busy;              /* chunks or replies wait for credits */
-	bool rgn_pub;               /* in domain->rgn_eps: publishes regions (opx_mr.c) */
-	struct opx_list rgn_link;
-	struct opx_cntr *write_cntr; /* FI_WRITE: RMA writes, non-fetching atomics */
-	struct opx_cntr *read_cntr;  /* FI_READ: RMA reads, fetching atomics */
-	struct opx_cntr *rwrite_cntr; /* FI_REMOTE_WRITE (FI_RMA_EVENT): target side */
-	struct opx_cntr *rread_cntr;  /* FI_REMOTE_READ (FI_RMA_EVENT): target side */
+	struct opx_ep_rma rma_st;
 
 	/* telemetry (<rdma/opx_ext.h>, opx_stats.c): plain adds, no atomics */
 	struct opx_stats stats;
@@ -216,8 +234,8 @@ struct opx_ep {
 /* Put back a receive that opx_match_req_get (opx_match.h) handed out. */
 static inline void opx_ep_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 {
-	ep->posted_cnt--;
-	opx_list_insert_head(&ep->req_free, &req->link);
+	ep->match.posted_cnt--;
+	opx_list_insert_head(&ep->match.req_free, &req->link);
 }
 
 /* opx_drop.c: drop accounting */

@@ -16,7 +16,7 @@
 
 /* Rendezvous send waiting for DONE (pull) or for its SDMA pushes (CTS). */
 struct opx_rndv_tx {
-	struct opx_list link; /* ep->sdma_wait while the engine's ring is full */
+	struct opx_list link; /* ep->rndv_st.sdma_wait while the engine's ring is full */
 	void *context;
 	uint64_t flags;
 	size_t len;
@@ -75,7 +75,7 @@ void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_re
 		      struct shim_peer *peer);
 /* Free a receive slot: its TIDs released, a new generation. */
 void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x);
-/* A control packet to peer now, or queued on ep->ctl_pend without credits. */
+/* A control packet to peer now, or queued on ep->rndv_st.ctl_pend without credits. */
 void opx_rndv_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
 		       const union opx_proto_pw *w, const void *payload, uint32_t paylen);
 /* DONE {cookie, status} to the sender of a rendezvous message. */

@@ -52,8 +52,8 @@ void opx_rndv_ack(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src, 
 
 static inline bool opx_rndv_pending(const struct opx_ep *ep)
 {
-	return ep->sdma_reqs || !opx_list_empty(&ep->ctl_pend) ||
-	       !opx_list_empty(&ep->sdma_wait) || !opx_list_empty(&ep->cts_defer);
+	return ep->rndv_st.sdma_reqs || !opx_list_empty(&ep->rndv_st.ctl_pend) ||
+	       !opx_list_empty(&ep->rndv_st.sdma_wait) || !opx_list_empty(&ep->rndv_st.cts_defer);
 }
 
 #endif /* OPX_RNDV_API_H */

@@ -42,24 +42,24 @@ void opx_ux_src_fini(struct opx_ep *ep);
 static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
 {
 	opx_ux_src_refund(ep, ux);
-	ep->ux_bytes -= ux->cost;
+	ep->match.ux_bytes -= ux->cost;
 	if (ux->queued)
 		ep->ux_cnt--;
 	if (ux->buf != ux->inl)
 		free(ux->buf);
 	ux->buf = NULL;
-	opx_list_insert_head(&ep->ux_free, &ux->link);
+	opx_list_insert_head(&ep->match.ux_free, &ux->link);
 }
 /* A message arrived before its receive: queue it, and count it. */
 static inline void opx_ux_queue(struct opx_ep *ep, bool tagged, struct opx_ux *ux)
 {
-	opx_list_insert_tail(tagged ? &ep->ux_tag : &ep->ux_msg, &ux->link);
+	opx_list_insert_tail(tagged ? &ep->match.ux_tag : &ep->match.ux_msg, &ux->link);
 	ux->queued = true;
 	ep->stats.ux_msgs++;
 	if (++ep->ux_cnt > ep->stats.ux_peak)
 		ep->stats.ux_peak = ep->ux_cnt;
-	if (ep->ux_bytes > ep->stats.ux_bytes_peak)
-		ep->stats.ux_bytes_peak = ep->ux_bytes;
+	if (ep->match.ux_bytes > ep->stats.ux_bytes_peak)
+		ep->stats.ux_bytes_peak = ep->match.ux_bytes;
 }
 
 #endif /* OPX_UX_H */

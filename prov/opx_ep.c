@@ -54,10 +54,10 @@ static void opx_ep_cntr_slots(struct opx_ep *ep, struct opx_cntr **slot[OPX_EP_C
 {
 	slot[0] = &ep->send_cntr;
 	slot[1] = &ep->recv_cntr;
-	slot[2] = &ep->write_cntr;
-	slot[3] = &ep->read_cntr;
-	slot[4] = &ep->rwrite_cntr;
-	slot[5] = &ep->rread_cntr;
+	slot[2] = &ep->rma_st.write_cntr;
+	slot[3] = &ep->rma_st.read_cntr;
+	slot[4] = &ep->rma_st.rwrite_cntr;
+	slot[5] = &ep->rma_st.rread_cntr;
 }
 
 /* One line at FI_LOG_LEVEL=info: what this endpoint got and why, so a
@@ -130,9 +130,9 @@ static int opx_ep_close(struct fid *fid)
 	opx_lock_acquire(&domain->lock);
 	if (ep->enabled)
 		opx_auto_remove_locked(domain, ep); /* the progress thread lets go */
-	if (ep->rndv_busy)
+	if (ep->rndv_st.rndv_busy)
 		OPX_INFO(FI_LOG_EP_CTRL, "closing endpoint with %zu rendezvous sends pending\n",
-			 ep->rndv_busy);
+			 ep->rndv_st.rndv_busy);
 	opx_lock_release(&domain->lock);
 
 	opx_ep_detach(ep);
@@ -695,13 +695,13 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
 static void opx_ep_init_fid(struct opx_ep *ep, size_t fclass, void *context)
 {
 	ep->last_src = FI_ADDR_NOTAVAIL;
-	opx_list_init(&ep->ctl_pend);
-	opx_list_init(&ep->posted_tag);
-	opx_list_init(&ep->posted_msg);
-	opx_list_init(&ep->ux_tag);
-	opx_list_init(&ep->ux_msg);
-	opx_list_init(&ep->req_free);
-	opx_list_init(&ep->ux_free);
+	opx_list_init(&ep->rndv_st.ctl_pend);
+	opx_list_init(&ep->match.posted_tag);
+	opx_list_init(&ep->match.posted_msg);
+	opx_list_init(&ep->match.ux_tag);
+	opx_list_init(&ep->match.ux_msg);
+	opx_list_init(&ep->match.req_free);
+	opx_list_init(&ep->match.ux_free);
 	ep->ep_fid.fid.fclass = fclass;
 	ep->ep_fid.fid.context = context;
 	ep->ep_fid.fid.ops = &opx_ep_fi_ops;

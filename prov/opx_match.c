@@ -24,10 +24,10 @@ struct opx_rx_req *opx_match_req_get(struct opx_ep *ep)
 {
 	struct opx_rx_req *req;
 
-	if (ep->posted_cnt >= OPX_POSTED_MAX)
+	if (ep->match.posted_cnt >= OPX_POSTED_MAX)
 		return NULL;
-	if (!opx_list_empty(&ep->req_free)) {
-		struct opx_list *n = ep->req_free.next;
+	if (!opx_list_empty(&ep->match.req_free)) {
+		struct opx_list *n = ep->match.req_free.next;
 		opx_list_remove(n);
 		req = OPX_CONTAINER_OF(n, struct opx_rx_req, link);
 	} else {
@@ -37,8 +37,8 @@ struct opx_rx_req *opx_match_req_get(struct opx_ep *ep)
 	}
 	memset(req, 0, offsetof(struct opx_rx_req, iov));
 	opx_list_init(&req->link);
-	if (++ep->posted_cnt > ep->stats.posted_peak)
-		ep->stats.posted_peak = ep->posted_cnt;
+	if (++ep->match.posted_cnt > ep->stats.posted_peak)
+		ep->stats.posted_peak = ep->match.posted_cnt;
 	return req;
 }
 
@@ -52,7 +52,7 @@ static inline bool opx_match_one(const struct opx_rx_req *req, bool tagged, uint
 
 struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag, fi_addr_t src)
 {
-	struct opx_list *q = tagged ? &ep->posted_tag : &ep->posted_msg;
+	struct opx_list *q = tagged ? &ep->match.posted_tag : &ep->match.posted_msg;
 	struct opx_list *it;
 
 	opx_list_foreach(q, it)
@@ -70,7 +70,7 @@ struct opx_rx_req *opx_match_posted(struct opx_ep *ep, bool tagged, uint64_t tag
 static struct opx_ux *opx_match_ux(struct opx_ep *ep, bool tagged, uint64_t tag, uint64_t ignore,
 				   fi_addr_t src)
 {
-	struct opx_list *q = tagged ? &ep->ux_tag : &ep->ux_msg;
+	struct opx_list *q = tagged ? &ep->match.ux_tag : &ep->match.ux_msg;
 	struct opx_list *it;
 
 	opx_list_foreach(q, it)
@@ -268,7 +268,7 @@ ssize_t opx_match_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t
 
 	if (flags & FI_MULTI_RECV) {
 		/* the buffer joins the queue first so claims can unlink it */
-		opx_list_insert_tail(&ep->posted_msg, &req->link);
+		opx_list_insert_tail(&ep->match.posted_msg, &req->link);
 		req->inflight++; /* hold it while draining the unexpected queue */
 		while (!req->unlinked && (ux = opx_match_ux(ep, false, 0, 0, src))) {
 			opx_list_remove(&ux->link);
@@ -288,14 +288,14 @@ ssize_t opx_match_recv_locked(struct opx_ep *ep, const struct iovec *iov, size_t
 		opx_match_ux_deliver(ep, req, ux);
 		return 0;
 	}
-	opx_list_insert_tail(tagged ? &ep->posted_tag : &ep->posted_msg, &req->link);
+	opx_list_insert_tail(tagged ? &ep->match.posted_tag : &ep->match.posted_msg, &req->link);
 	return 0;
 }
 
 int opx_match_cancel_locked(struct opx_ep *ep, void *context)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
-	struct opx_list *qs[2] = {&ep->posted_tag, &ep->posted_msg};
+	struct opx_list *qs[2] = {&ep->match.posted_tag, &ep->match.posted_msg};
 	struct opx_list *it;
 
 	for (int q = 0; q < 2; q++) {
@@ -333,7 +333,7 @@ static void opx_match_free_list(struct opx_list *l, size_t off)
 
 void opx_match_cleanup(struct opx_ep *ep)
 {
-	struct opx_list *uxq[2] = {&ep->ux_tag, &ep->ux_msg};
+	struct opx_list *uxq[2] = {&ep->match.ux_tag, &ep->match.ux_msg};
 	struct opx_list *it, *tmp;
 
 	for (int q = 0; q < 2; q++) {
@@ -341,17 +341,17 @@ void opx_match_cleanup(struct opx_ep *ep)
 		{
 			struct opx_ux *ux = OPX_CONTAINER_OF(it, struct opx_ux, link);
 			opx_list_remove(it);
-			if (ux == ep->mp.ux)
-				ep->mp.ux = NULL;
+			if (ux == ep->match.mp.ux)
+				ep->match.mp.ux = NULL;
 			opx_ux_put(ep, ux);
 		}
 	}
-	if (ep->mp.ux)
-		opx_ux_put(ep, ep->mp.ux);
-	ep->mp.ux = NULL;
-	opx_match_free_list(&ep->posted_tag, offsetof(struct opx_rx_req, link));
-	opx_match_free_list(&ep->posted_msg, offsetof(struct opx_rx_req, link));
-	opx_match_free_list(&ep->req_free, offsetof(struct opx_rx_req, link));
-	opx_match_free_list(&ep->ux_free, offsetof(struct opx_ux, link));
+	if (ep->match.mp.ux)
+		opx_ux_put(ep, ep->match.mp.ux);
+	ep->match.mp.ux = NULL;
+	opx_match_free_list(&ep->match.posted_tag, offsetof(struct opx_rx_req, link));
+	opx_match_free_list(&ep->match.posted_msg, offsetof(struct opx_rx_req, link));
+	opx_match_free_list(&ep->match.req_free, offsetof(struct opx_rx_req, link));
+	opx_match_free_list(&ep->match.ux_free, offsetof(struct opx_ux, link));
 	opx_ux_src_fini(ep);
 }

@@ -172,22 +172,22 @@ static void opx_mr_rgn_all(struct opx_ep *ep, bool publish)
 void opx_mr_ep_enable_locked(struct opx_ep *ep)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
-	if (ep->rgn_pub || !ep->shim || (!opx_env.rma_direct_write && !opx_env.rma_direct_read) ||
-	    !(ep->caps & (FI_RMA | FI_ATOMIC)) || ep->sep_role == OPX_SEP_TX || ep->rwrite_cntr ||
-	    ep->rread_cntr)
+	if (ep->rma_st.rgn_pub || !ep->shim || (!opx_env.rma_direct_write && !opx_env.rma_direct_read) ||
+	    !(ep->caps & (FI_RMA | FI_ATOMIC)) || ep->sep_role == OPX_SEP_TX || ep->rma_st.rwrite_cntr ||
+	    ep->rma_st.rread_cntr)
 		return;
 	opx_mr_rgn_all(ep, true);
-	opx_list_insert_tail(&ep->domain->rgn_eps, &ep->rgn_link);
-	ep->rgn_pub = true;
+	opx_list_insert_tail(&ep->domain->rgn_eps, &ep->rma_st.rgn_link);
+	ep->rma_st.rgn_pub = true;
 }
 
 void opx_mr_ep_close_locked(struct opx_ep *ep)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
-	if (!ep->rgn_pub)
+	if (!ep->rma_st.rgn_pub)
 		return;
-	opx_list_remove(&ep->rgn_link);
-	ep->rgn_pub = false;
+	opx_list_remove(&ep->rma_st.rgn_link);
+	ep->rma_st.rgn_pub = false;
 	opx_mr_rgn_all(ep, false);
 }
 
@@ -197,7 +197,7 @@ static void opx_mr_rgn_each(struct opx_mr *mr, bool publish)
 	struct opx_list *h = &mr->domain->rgn_eps;
 
 	for (struct opx_list *l = h->next; l != h; l = l->next) {
-		struct opx_ep *ep = OPX_CONTAINER_OF(l, struct opx_ep, rgn_link);
+		struct opx_ep *ep = OPX_CONTAINER_OF(l, struct opx_ep, rma_st.rgn_link);
 
 		if (publish)
 			opx_mr_rgn_publish(ep, mr);

@@ -81,7 +81,7 @@ void opx_progress_locked(struct opx_ep *ep)
 	budget = opx_progress_rx_budget(ep);
 	if (__builtin_expect(opx_rndv_pending(ep), 0) && budget)
 		opx_rndv_progress(ep);
-	if (__builtin_expect(ep->rma_busy, 0))
+	if (__builtin_expect(ep->rma_st.rma_busy, 0))
 		opx_rma_progress(ep);
 	n = opx_rx_drain(ep, budget);
 	/* Idle polling must not starve other ranks sharing a core. */

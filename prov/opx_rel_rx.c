@@ -151,7 +151,7 @@ static void opx_rel_nack_sample(struct opx_rel_flow *f, uint32_t psn, uint64_t n
 static bool opx_rel_over_share(struct opx_ep *ep, struct opx_rel_flow *f,
 			       const struct shim_peer *peer)
 {
-	if (!ep->ux_bytes || !opx_ux_src_over(ep, peer->lid, peer->ctx, 0))
+	if (!ep->match.ux_bytes || !opx_ux_src_over(ep, peer->lid, peer->ctx, 0))
 		return false;
 	f->held = true;
 	ep->rel.ux_held++;

@@ -63,7 +63,7 @@ void opx_rma_fini(struct opx_ep *ep)
 	free(st->refused);
 	free(st);
 	ep->rma = NULL;
-	ep->rma_busy = false;
+	ep->rma_st.rma_busy = false;
 }
 
 bool opx_rma_outstanding(const struct opx_ep *ep)
@@ -73,7 +73,7 @@ bool opx_rma_outstanding(const struct opx_ep *ep)
 
 static void opx_rma_update_busy(struct opx_ep *ep, struct opx_rma_state *st)
 {
-	ep->rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies) ||
+	ep->rma_st.rma_busy = !opx_list_empty(&st->queue) || !opx_list_empty(&st->replies) ||
 		       st->wr_head != st->wr_tail;
 }
 
@@ -103,7 +103,7 @@ static void opx_rma_op_put(struct opx_rma_state *st, struct opx_rma_op *op)
 static void opx_rma_report(struct opx_ep *ep, void *context, uint64_t cflags, uint64_t flags,
 			   int err)
 {
-	struct opx_cntr *cntr = (cflags & FI_READ) ? ep->read_cntr : ep->write_cntr;
+	struct opx_cntr *cntr = (cflags & FI_READ) ? ep->rma_st.read_cntr : ep->rma_st.write_cntr;
 
 	if (err) {
 		if (ep->tx_cq)
@@ -508,7 +508,7 @@ ssize_t opx_rma_post_locked(struct opx_ep *ep, const struct opx_rma_args *a)
 	}
 	if (rc == -EAGAIN) {
 		opx_list_insert_tail(&st->queue, &op->link);
-		ep->rma_busy = true;
+		ep->rma_st.rma_busy = true;
 		return 0;
 	}
 	if (rc) {
@@ -567,7 +567,7 @@ static int opx_rma_write_granted(struct opx_ep *ep, struct opx_rma_state *st,
 	w->pflags = OPX_PF_CMA | OPX_PF_GRANT |
 		    ((op->flags & FI_REMOTE_CQ_DATA) ? OPX_PF_CQDATA : 0);
 	if (opx_rma_written_try(ep, st))
-		ep->rma_busy = true; /* sent from progress; the rest waits for it */
+		ep->rma_st.rma_busy = true; /* sent from progress; the rest waits for it */
 	return 0;
 }
 int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay)
@@ -597,7 +597,7 @@ int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_rhq_entry *e, const ui
 		if (op->piped)
 			st->grants_due--;
 		if (!opx_list_empty(&st->queue) || st->wr_head != st->wr_tail)
-			ep->rma_busy = true;
+			ep->rma_st.rma_busy = true;
 		if ((h->flags & OPX_PF_GRANT) && !status)
 			/* after a pipelined write before it fell back, writing
 			 * this one would overtake that one's chunks */
@@ -621,7 +621,7 @@ int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_rhq_entry *e, const ui
 			if (op->piped)
 				st->requeued = st->grants_due ? op : NULL;
 			op->piped = false;
-			ep->rma_busy = true;
+			ep->rma_st.rma_busy = true;
 			return 0;
 		}
 		if (op->piped && !st->grants_due)
@@ -649,7 +649,7 @@ int opx_rma_rx_reply(struct opx_ep *ep, const struct shim_rhq_entry *e, const ui
 		opx_rma_complete(ep, st, op);
 	/* the window opened: the queue may move */
 	if (!opx_list_empty(&st->queue))
-		ep->rma_busy = true;
+		ep->rma_st.rma_busy = true;
 	return 0;
 }
 
@@ -658,7 +658,7 @@ void opx_rma_progress(struct opx_ep *ep)
 	struct opx_rma_state *st = ep->rma;
 
 	if (!st) {
-		ep->rma_busy = false;
+		ep->rma_st.rma_busy = false;
 		return;
 	}
 	opx_rma_target_flush_replies(ep, st);

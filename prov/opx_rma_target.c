@@ -116,7 +116,7 @@ static void opx_rma_reply_flags(struct opx_ep *ep, struct opx_rma_state *st,
 	q->len = len;
 	opx_iov_gather_at(q->data, src, cnt, 0, len);
 	opx_list_insert_tail(&st->replies, &q->link);
-	ep->rma_busy = true;
+	ep->rma_st.rma_busy = true;
 }
 
 static void opx_rma_reply(struct opx_ep *ep, struct opx_rma_state *st, struct shim_peer *peer,
@@ -159,7 +159,7 @@ static void opx_rma_target_event(struct opx_ep *ep, const struct shim_pkt_hdr *h
 	if ((h->flags & OPX_PF_CQDATA) && ep->rx_cq)
 		opx_complete_report_locked(ep->rx_cq, NULL, what | dir | FI_REMOTE_CQ_DATA, len,
 					   NULL, h->data, 0, FI_ADDR_NOTAVAIL);
-	opx_cq_cntr_inc(dir == FI_REMOTE_WRITE ? ep->rwrite_cntr : ep->rread_cntr);
+	opx_cq_cntr_inc(dir == FI_REMOTE_WRITE ? ep->rma_st.rwrite_cntr : ep->rma_st.rread_cntr);
 	if (mr && mr->cntr && (mr->cntr_flags & dir))
 		opx_cq_cntr_inc(mr->cntr);
 }

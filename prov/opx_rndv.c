@@ -29,7 +29,7 @@
  *
  * Send slot (struct opx_rndv_tx, ep->rndv[]).  RELEASE is
  * opx_rndv_tx_release: the completion (or error entry), a new generation,
- * the slot back on ep->rndv_free.
+ * the slot back on ep->rndv_st.rndv_free.
  *
  *   FREE --opx_rndv_send: RTS out ----------------------------> WAIT (dones_left 1)
  *   FREE --opx_rndv_dc_get: EAGER_DC out (opx_msg.c) ---------> WAIT, no iovec: DONE only
@@ -45,14 +45,14 @@
  *                               no TIDs (nothing wanted) -----> RELEASE(0)
  *                               else cts_ntid set ------------> PUSH
  *   PUSH  opx_rndv_tx_submit: one shim_sdma_submit (DATA packets) per TID range;
- *         ring full: on ep->sdma_wait, resumed by opx_rndv_progress;
+ *         ring full: on ep->rndv_st.sdma_wait, resumed by opx_rndv_progress;
  *         other error: err FI_EIO, nothing more submitted
  *   PUSH  opx_rndv_sdma_reap_all: sdma_left-- per reaped request (a status: err FI_EIO);
  *         none in the engine and no range left to submit -----> RELEASE(err)
  *   WAIT or PUSH with nothing in the engine, peer dead
  *         (opx_rndv_check_peers) -----------------------------> RELEASE(FI_ECONNREFUSED)
  *
- * Receive slot (struct opx_rndv_rx, ep->rndv_rx[]), taken only when data is
+ * Receive slot (struct opx_rndv_rx, ep->rndv_st.rndv_rx[]), taken only when data is
  * still due from the sender.  An RTS (opx_rx_rts, opx_rx.c) is matched or
  * queued unexpected (opx_match_ux_deliver on a later post); then opx_rndv_match:
  *
@@ -64,7 +64,7 @@
  *                            -ESRCH (no verified process): this send by CTS
  *                            -EPERM/-ENOSYS: cma_ok = false, CTS from now on
  *   CTS:    opx_rndv_cts     sender gone: complete FI_EIO, nothing sent
- *                            no slot or TID: the ux waits on ep->cts_defer, retried
+ *                            no slot or TID: the ux waits on ep->rndv_st.cts_defer, retried
  *                              by opx_rndv_progress
  *                            else register TIDs, take, CTS out ---------------> PUSHED
  *                              (nothing to receive: complete, free at once)
@@ -89,14 +89,14 @@
  * and a cookie is only honoured from the peer it was issued to: DONE,
  * CTS and CTW must come from the receiver of the send, WDONE and DATA
  * from the sender of the receive (else dropped and counted in
- * ep->rndv_stray).  The generation changes whenever a slot is freed, so a
+ * ep->rndv_st.rndv_stray).  The generation changes whenever a slot is freed, so a
  * late packet for a reused slot is stray too.  A packet must also fit the
  * slot's state: DONE not during a push, CTS and CTW not after a CTS or a
  * CTW, WDONE only for a split (no TIDs), DATA only with TID placement.
  * The process that CMA reads from or writes to is the one the shim
  * verified when it mapped that peer (pid and start time, checked again
  * after the copy), never a pid carried in a packet.  Control packets
- * (DONE, CTS, CTW, WDONE) that find no credits wait on ep->ctl_pend, in
+ * (DONE, CTS, CTW, WDONE) that find no credits wait on ep->rndv_st.ctl_pend, in
  * order, and go out on progress.
  *
  * This file holds the protocol's steps on both sides, the receive
@@ -122,7 +122,7 @@ static inline bool opx_rndv_from(const struct shim_pkt_hdr *h, const struct shim
 
 static void opx_rndv_stray(struct opx_ep *ep, const char *why)
 {
-	ep->rndv_stray++;
+	ep->rndv_st.rndv_stray++;
 	opx_drop_proto(ep, why);
 }
 
@@ -133,7 +133,7 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 		  size_t len, uint64_t tag, uint64_t data, uint8_t pflags, void *context,
 		  uint64_t flags, fi_addr_t dest)
 {
-	struct opx_rndv_tx *t = ep->rndv_free;
+	struct opx_rndv_tx *t = ep->rndv_st.rndv_free;
 	struct opx_rts_payload *rts;
 	struct shim_rhq_entry *e;
 	struct shim_pio_resv r = {0};
@@ -144,8 +144,8 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 	rc = shim_pio_reserve(peer, 1, sizeof(*rts), &r);
 	if (rc)
 		return rc;
-	ep->rndv_free = t->next_free;
-	ep->rndv_busy++;
+	ep->rndv_st.rndv_free = t->next_free;
+	ep->rndv_st.rndv_busy++;
 	t->busy = true;
 	t->context = context;
 	t->flags = flags;
@@ -233,10 +233,10 @@ static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
 		req.tid_off = 0;
 		req.len = t->tid_len[i];
 		req.cookie = opx_rndv_cookie(t->gen, (size_t)(t - ep->rndv));
-		rc = shim_sdma_submit(ep->sdma, t->peer, &req);
+		rc = shim_sdma_submit(ep->rndv_st.sdma, t->peer, &req);
 		if (rc == -EAGAIN) {
 			if (opx_list_empty(&t->link))
-				opx_list_insert_tail(&ep->sdma_wait, &t->link);
+				opx_list_insert_tail(&ep->rndv_st.sdma_wait, &t->link);
 			return;
 		}
 		if (rc) {
@@ -245,7 +245,7 @@ static void opx_rndv_tx_submit(struct opx_ep *ep, struct opx_rndv_tx *t)
 			break;
 		}
 		t->sdma_left++;
-		ep->sdma_reqs++;
+		ep->rndv_st.sdma_reqs++;
 		t->cts_next++;
 		sent += t->tid_len[i];
 	}
@@ -281,7 +281,7 @@ int opx_rndv_rx_cts(struct opx_ep *ep, const struct shim_rhq_entry *e, const uin
 		opx_drop_proto(ep, "CTS longer than the message");
 		return 0;
 	}
-	if (!ep->sdma && shim_sdma_open(ep->shim, 0, &ep->sdma)) {
+	if (!ep->rndv_st.sdma && shim_sdma_open(ep->shim, 0, &ep->rndv_st.sdma)) {
 		OPX_WARN(FI_LOG_EP_DATA, "no SDMA engine: failing a %zu-byte send\n", t->len);
 		opx_rndv_tx_release(ep, t, FI_EIO);
 		return 0;
@@ -305,11 +305,11 @@ static void opx_rndv_sdma_reap_all(struct opx_ep *ep)
 	uint64_t cookie;
 	int status;
 
-	shim_sdma_progress(ep->sdma);
-	while (shim_sdma_reap(ep->sdma, &cookie, &status) == 1) {
+	shim_sdma_progress(ep->rndv_st.sdma);
+	while (shim_sdma_reap(ep->rndv_st.sdma, &cookie, &status) == 1) {
 		struct opx_rndv_tx *t = opx_rndv_tx_lookup(ep, cookie);
 
-		ep->sdma_reqs--;
+		ep->rndv_st.sdma_reqs--;
 		if (!t || !t->sdma_left)
 			continue;
 		if (status)
@@ -342,7 +342,7 @@ static size_t opx_rndv_rts_slice(const struct opx_rts_payload *rts, size_t off, 
 static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 			  struct opx_ux *ux, size_t len, struct shim_peer *peer)
 {
-	struct opx_rndv_rx *x = ep->rndv_rx_free;
+	struct opx_rndv_rx *x = ep->rndv_st.rndv_rx_free;
 	struct iovec liov[OPX_IOV_LIMIT], riov[OPX_IOV_LIMIT];
 	size_t half = (len / 2) & ~(size_t)4095;
 	struct opx_ctw_payload w = {0};
@@ -369,7 +369,7 @@ static int opx_rndv_split(struct opx_ep *ep, struct opx_rx_req *req, size_t off,
 		ep, peer, OPX_OP_CTW,
 		&(union opx_proto_pw){
 			.cts = {.cookie = ux->cookie,
-				.rx_cookie = opx_rndv_cookie(x->gen, (size_t)(x - ep->rndv_rx))}},
+				.rx_cookie = opx_rndv_cookie(x->gen, (size_t)(x - ep->rndv_st.rndv_rx))}},
 		&w, sizeof(w));
 
 	lcnt = opx_iov_slice(req->iov, req->iov_count, off, half, liov);
@@ -405,7 +405,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 	 * sends of ours are in flight our peers are pulling them, and a
 	 * share of the copy on top slows both directions (osu_bibw-like
 	 * 64 KiB: 17.1 GB/s split, 19.1 not). */
-	if (opx_env.rndv_split && len >= opx_env.rndv_split && ep->cma_proven && !ep->rndv_busy &&
+	if (opx_env.rndv_split && len >= opx_env.rndv_split && ep->rndv_st.cma_proven && !ep->rndv_st.rndv_busy &&
 	    !opx_rndv_split(ep, req, off, cap, ux, len, peer))
 		return 0;
 	if (len) {
@@ -421,7 +421,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 			err = FI_EIO;
 			status = FI_EIO;
 		} else {
-			ep->cma_proven = true;
+			ep->rndv_st.cma_proven = true;
 		}
 	}
 	opx_complete_rx(ep, req, off, cap, ux->len, ux->tag, ux->data, ux->pflags, ux->src, err);
@@ -434,7 +434,7 @@ static int opx_rndv_pull(struct opx_ep *ep, struct opx_rx_req *req, size_t off, 
 static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 			struct opx_ux *ux)
 {
-	struct opx_rndv_rx *x = ep->rndv_rx_free;
+	struct opx_rndv_rx *x = ep->rndv_st.rndv_rx_free;
 	struct opx_cts_payload cts = {0};
 	struct iovec liov[OPX_IOV_LIMIT];
 	size_t expect = ux->len < cap ? ux->len : cap;
@@ -468,7 +468,7 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 		ep, peer, OPX_OP_CTS,
 		&(union opx_proto_pw){
 			.cts = {.cookie = ux->cookie,
-				.rx_cookie = opx_rndv_cookie(x->gen, (size_t)(x - ep->rndv_rx))}},
+				.rx_cookie = opx_rndv_cookie(x->gen, (size_t)(x - ep->rndv_st.rndv_rx))}},
 		&cts, sizeof(cts));
 	if (!expect) {
 		opx_complete_rx(ep, req, off, cap, x->total, x->tag, x->data, x->pflags, x->src, 0);
@@ -478,13 +478,13 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 }
 
 /* A receive matched a rendezvous message.  Returns 0 when the unexpected
- * descriptor can be freed, -FI_EAGAIN when it waits on ep->cts_defer. */
+ * descriptor can be freed, -FI_EAGAIN when it waits on ep->rndv_st.cts_defer. */
 int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t cap,
 		   struct opx_ux *ux)
 {
 	int rc;
 
-	if (ep->cma_ok) {
+	if (ep->rndv_st.cma_ok) {
 		rc = opx_rndv_pull(ep, req, off, cap, ux);
 		if (!rc)
 			return 0;
@@ -496,7 +496,7 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 			OPX_WARN(FI_LOG_EP_DATA,
 				 "cross memory attach not permitted (%s): using the SDMA/TID path\n",
 				 strerror(-rc));
-			ep->cma_ok = false;
+			ep->rndv_st.cma_ok = false;
 		}
 	}
 	rc = opx_rndv_cts(ep, req, off, cap, ux);
@@ -504,7 +504,7 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 		ux->waiting = req;
 		ux->waiting_off = off;
 		ux->waiting_cap = cap;
-		opx_list_insert_tail(&ep->cts_defer, &ux->link);
+		opx_list_insert_tail(&ep->rndv_st.cts_defer, &ux->link);
 	}
 	return rc;
 }
@@ -518,12 +518,12 @@ int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e, const ui
 
 	(void)pay; /* TID data is placed by the shim */
 
-	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
-	    ep->rndv_rx[idx].gen != (h->tag >> 32) || !(e->rhf & SHIM_RHF_TID)) {
+	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_st.rndv_rx[idx].busy ||
+	    ep->rndv_st.rndv_rx[idx].gen != (h->tag >> 32) || !(e->rhf & SHIM_RHF_TID)) {
 		opx_rndv_stray(ep, "DATA for an unknown receive");
 		return 0;
 	}
-	x = &ep->rndv_rx[idx];
+	x = &ep->rndv_st.rndv_rx[idx];
 	if (!opx_rndv_from(h, x->peer)) {
 		opx_rndv_stray(ep, "DATA from another peer");
 		return 0;
@@ -617,12 +617,12 @@ int opx_rndv_rx_wdone(struct opx_ep *ep, const struct shim_rhq_entry *e, const u
 
 	(void)pay; /* none */
 
-	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_rx[idx].busy ||
-	    ep->rndv_rx[idx].gen != (w.wdone.rx_cookie >> 32) || ep->rndv_rx[idx].ntid) {
+	if (idx >= OPX_RNDV_SLOTS || !ep->rndv_st.rndv_rx[idx].busy ||
+	    ep->rndv_st.rndv_rx[idx].gen != (w.wdone.rx_cookie >> 32) || ep->rndv_st.rndv_rx[idx].ntid) {
 		opx_rndv_stray(ep, "WDONE for an unknown receive");
 		return 0;
 	}
-	x = &ep->rndv_rx[idx];
+	x = &ep->rndv_st.rndv_rx[idx];
 	if (!opx_rndv_from(h, x->peer)) {
 		opx_rndv_stray(ep, "WDONE from another peer");
 		return 0;
@@ -655,20 +655,20 @@ void opx_rndv_progress(struct opx_ep *ep)
 {
 	struct opx_list *it, *tmp;
 
-	if (!opx_list_empty(&ep->ctl_pend))
+	if (!opx_list_empty(&ep->rndv_st.ctl_pend))
 		opx_rndv_ctl_retry(ep);
-	if (ep->sdma_reqs)
+	if (ep->rndv_st.sdma_reqs)
 		opx_rndv_sdma_reap_all(ep);
-	opx_list_foreach_safe(&ep->sdma_wait, it, tmp)
+	opx_list_foreach_safe(&ep->rndv_st.sdma_wait, it, tmp)
 	{
 		opx_rndv_tx_submit(ep, OPX_CONTAINER_OF(it, struct opx_rndv_tx, link));
 	}
-	opx_list_foreach_safe(&ep->cts_defer, it, tmp)
+	opx_list_foreach_safe(&ep->rndv_st.cts_defer, it, tmp)
 	{
 		struct opx_ux *ux = OPX_CONTAINER_OF(it, struct opx_ux, link);
 		opx_list_remove(&ux->link);
 		if (opx_rndv_cts(ep, ux->waiting, ux->waiting_off, ux->waiting_cap, ux)) {
-			opx_list_insert_head(&ep->cts_defer, &ux->link);
+			opx_list_insert_head(&ep->rndv_st.cts_defer, &ux->link);
 			break;
 		}
 		opx_ux_put(ep, ux);

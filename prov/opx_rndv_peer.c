@@ -34,49 +34,49 @@
  * batch, so a rendezvous costs a syscall only once every 64. */
 static uint32_t opx_rndv_gen(struct opx_ep *ep, uint32_t old)
 {
-	const size_t n = sizeof(ep->rndv_gens) / sizeof(ep->rndv_gens[0]);
+	const size_t n = sizeof(ep->rndv_st.rndv_gens) / sizeof(ep->rndv_st.rndv_gens[0]);
 	uint32_t g;
 
-	if (!ep->rndv_gen_left) {
-		if (getrandom(ep->rndv_gens, sizeof(ep->rndv_gens), GRND_NONBLOCK) !=
-		    (ssize_t)sizeof(ep->rndv_gens)) {
+	if (!ep->rndv_st.rndv_gen_left) {
+		if (getrandom(ep->rndv_st.rndv_gens, sizeof(ep->rndv_st.rndv_gens), GRND_NONBLOCK) !=
+		    (ssize_t)sizeof(ep->rndv_st.rndv_gens)) {
 			/* no entropy yet (early boot): still unpredictable enough
 			 * to tell a stale cookie, not a guessed one */
 			struct timespec ts;
 
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			for (size_t i = 0; i < n; i++)
-				ep->rndv_gens[i] = (uint32_t)(ts.tv_nsec * 2654435761u) ^
+				ep->rndv_st.rndv_gens[i] = (uint32_t)(ts.tv_nsec * 2654435761u) ^
 						   (uint32_t)(i * 40503u) ^ (uint32_t)getpid();
 		}
-		ep->rndv_gen_left = (uint32_t)n;
+		ep->rndv_st.rndv_gen_left = (uint32_t)n;
 	}
-	g = ep->rndv_gens[--ep->rndv_gen_left];
+	g = ep->rndv_st.rndv_gens[--ep->rndv_st.rndv_gen_left];
 	return g == old ? g + 1 : g;
 }
 
 int opx_rndv_init(struct opx_ep *ep)
 {
 	ep->rndv = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv));
-	ep->rndv_rx = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv_rx));
-	if (!ep->rndv || !ep->rndv_rx) {
+	ep->rndv_st.rndv_rx = calloc(OPX_RNDV_SLOTS, sizeof(*ep->rndv_st.rndv_rx));
+	if (!ep->rndv || !ep->rndv_st.rndv_rx) {
 		free(ep->rndv);
-		free(ep->rndv_rx);
+		free(ep->rndv_st.rndv_rx);
 		return -FI_ENOMEM;
 	}
 	for (size_t i = OPX_RNDV_SLOTS; i-- > 0;) {
 		ep->rndv[i].gen = opx_rndv_gen(ep, 0);
-		ep->rndv_rx[i].gen = opx_rndv_gen(ep, 0);
-		ep->rndv[i].next_free = ep->rndv_free;
-		ep->rndv_free = &ep->rndv[i];
-		ep->rndv_rx[i].next_free = ep->rndv_rx_free;
-		ep->rndv_rx_free = &ep->rndv_rx[i];
+		ep->rndv_st.rndv_rx[i].gen = opx_rndv_gen(ep, 0);
+		ep->rndv[i].next_free = ep->rndv_st.rndv_free;
+		ep->rndv_st.rndv_free = &ep->rndv[i];
+		ep->rndv_st.rndv_rx[i].next_free = ep->rndv_st.rndv_rx_free;
+		ep->rndv_st.rndv_rx_free = &ep->rndv_st.rndv_rx[i];
 		opx_list_init(&ep->rndv[i].link);
 	}
-	opx_list_init(&ep->ctl_pend);
-	opx_list_init(&ep->sdma_wait);
-	opx_list_init(&ep->cts_defer);
-	ep->cma_ok = opx_env.rndv_cma;
+	opx_list_init(&ep->rndv_st.ctl_pend);
+	opx_list_init(&ep->rndv_st.sdma_wait);
+	opx_list_init(&ep->rndv_st.cts_defer);
+	ep->rndv_st.cma_ok = opx_env.rndv_cma;
 	return 0;
 }
 
@@ -88,9 +88,9 @@ static void opx_rndv_tx_free(struct opx_ep *ep, struct opx_rndv_tx *t)
 	t->peer = NULL;
 	t->busy = false;
 	t->gen = opx_rndv_gen(ep, t->gen);
-	t->next_free = ep->rndv_free;
-	ep->rndv_free = t;
-	ep->rndv_busy--;
+	t->next_free = ep->rndv_st.rndv_free;
+	ep->rndv_st.rndv_free = t;
+	ep->rndv_st.rndv_busy--;
 }
 
 void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
@@ -103,12 +103,12 @@ void opx_rndv_tx_release(struct opx_ep *ep, struct opx_rndv_tx *t, int err)
 int opx_rndv_dc_get(struct opx_ep *ep, struct shim_peer *peer, void *context, uint64_t flags,
 		    size_t len, fi_addr_t dest, uint64_t *cookie)
 {
-	struct opx_rndv_tx *t = ep->rndv_free;
+	struct opx_rndv_tx *t = ep->rndv_st.rndv_free;
 
 	if (!t)
 		return -EAGAIN;
-	ep->rndv_free = t->next_free;
-	ep->rndv_busy++;
+	ep->rndv_st.rndv_free = t->next_free;
+	ep->rndv_st.rndv_busy++;
 	t->iov_count = 0; /* nothing to push: DONE is the only answer */
 	t->sdma_left = 0;
 	t->cts_ntid = 0;
@@ -137,8 +137,8 @@ void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_re
 		      size_t off, size_t cap, const struct opx_ux *ux, size_t expect,
 		      struct shim_peer *peer)
 {
-	ep->rndv_rx_free = x->next_free;
-	ep->rndv_rx_busy++;
+	ep->rndv_st.rndv_rx_free = x->next_free;
+	ep->rndv_st.rndv_rx_busy++;
 	x->busy = true;
 	x->peer = shim_peer_get(peer);
 	x->err = 0;
@@ -162,11 +162,11 @@ void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x)
 		shim_tid_release(ep->shim, x->tid[i]);
 	shim_peer_close(x->peer);
 	x->peer = NULL;
-	ep->rndv_rx_busy--;
+	ep->rndv_st.rndv_rx_busy--;
 	x->busy = false;
 	x->gen = opx_rndv_gen(ep, x->gen);
-	x->next_free = ep->rndv_rx_free;
-	ep->rndv_rx_free = x;
+	x->next_free = ep->rndv_st.rndv_rx_free;
+	ep->rndv_st.rndv_rx_free = x;
 }
 
 /* ---------------------------------------------------------------------
@@ -206,7 +206,7 @@ void opx_rndv_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
 {
 	struct opx_ctl_pend *p;
 
-	if (opx_list_empty(&ep->ctl_pend) && !opx_rndv_ctl_try(ep, peer, op, w, payload, paylen))
+	if (opx_list_empty(&ep->rndv_st.ctl_pend) && !opx_rndv_ctl_try(ep, peer, op, w, payload, paylen))
 		return;
 	p = malloc(sizeof(*p));
 	if (!p) {
@@ -219,7 +219,7 @@ void opx_rndv_ctl_send(struct opx_ep *ep, struct shim_peer *peer, uint8_t op,
 	p->paylen = paylen;
 	if (paylen)
 		memcpy(p->payload, payload, paylen);
-	opx_list_insert_tail(&ep->ctl_pend, &p->link);
+	opx_list_insert_tail(&ep->rndv_st.ctl_pend, &p->link);
 }
 
 void opx_rndv_ctl_done(struct opx_ep *ep, struct shim_peer *peer, uint64_t cookie,
@@ -234,7 +234,7 @@ void opx_rndv_ctl_retry(struct opx_ep *ep)
 {
 	struct opx_list *it, *tmp;
 
-	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	opx_list_foreach_safe(&ep->rndv_st.ctl_pend, it, tmp)
 	{
 		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
 		if (opx_rndv_ctl_try(ep, p->peer, p->op, &p->w, p->payload, p->paylen) == -EAGAIN)
@@ -331,7 +331,7 @@ static void opx_rndv_check_recvs(struct opx_ep *ep, struct opx_list *q, bool tag
 		struct opx_rx_req *req = OPX_CONTAINER_OF(it, struct opx_rx_req, link);
 
 		if (req->src == FI_ADDR_UNSPEC || (req->flags & FI_MULTI_RECV) ||
-		    !opx_av_peer_dead_locked(ep->av, req->src, ep->watch_round))
+		    !opx_av_peer_dead_locked(ep->av, req->src, ep->rndv_st.watch_round))
 			continue;
 		opx_list_remove(&req->link);
 		opx_complete_rx(ep, req, 0, req->len, 0, req->tag, 0, tagged ? OPX_PF_TAGGED : 0,
@@ -354,10 +354,10 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (now < ep->watch_next_ns)
+	if (now < ep->rndv_st.watch_next_ns)
 		return;
-	ep->watch_next_ns = now + OPX_WATCH_NS;
-	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_busy; i++) {
+	ep->rndv_st.watch_next_ns = now + OPX_WATCH_NS;
+	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_st.rndv_busy; i++) {
 		struct opx_rndv_tx *t = &ep->rndv[i];
 
 		if (!t->busy || t->sdma_left || shim_peer_alive(t->peer))
@@ -365,8 +365,8 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 		OPX_WARN(FI_LOG_EP_DATA, "receiver of a %zu-byte send is gone\n", t->len);
 		opx_rndv_tx_release(ep, t, FI_ECONNREFUSED);
 	}
-	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_rx_busy; i++) {
-		struct opx_rndv_rx *x = &ep->rndv_rx[i];
+	for (size_t i = 0; i < OPX_RNDV_SLOTS && ep->rndv_st.rndv_rx_busy; i++) {
+		struct opx_rndv_rx *x = &ep->rndv_st.rndv_rx[i];
 
 		if (!x->busy || shim_peer_alive(x->peer))
 			continue;
@@ -375,7 +375,7 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 				x->src, FI_EIO);
 		opx_rndv_rx_free(ep, x);
 	}
-	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	opx_list_foreach_safe(&ep->rndv_st.ctl_pend, it, tmp)
 	{
 		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
 
@@ -385,11 +385,11 @@ void opx_rndv_check_peers(struct opx_ep *ep)
 		shim_peer_close(p->peer);
 		free(p);
 	}
-	if (ep->posted_cnt) {
-		if (++ep->watch_round == 0)
-			ep->watch_round = 1;
-		opx_rndv_check_recvs(ep, &ep->posted_tag, true);
-		opx_rndv_check_recvs(ep, &ep->posted_msg, false);
+	if (ep->match.posted_cnt) {
+		if (++ep->rndv_st.watch_round == 0)
+			ep->rndv_st.watch_round = 1;
+		opx_rndv_check_recvs(ep, &ep->match.posted_tag, true);
+		opx_rndv_check_recvs(ep, &ep->match.posted_msg, false);
 	}
 }
 
@@ -482,7 +482,7 @@ void opx_rndv_fini(struct opx_ep *ep)
 {
 	struct opx_list *it, *tmp;
 
-	opx_list_foreach_safe(&ep->ctl_pend, it, tmp)
+	opx_list_foreach_safe(&ep->rndv_st.ctl_pend, it, tmp)
 	{
 		struct opx_ctl_pend *p = OPX_CONTAINER_OF(it, struct opx_ctl_pend, link);
 
@@ -490,20 +490,20 @@ void opx_rndv_fini(struct opx_ep *ep)
 		shim_peer_close(p->peer);
 		free(p);
 	}
-	opx_list_foreach_safe(&ep->cts_defer, it, tmp)
+	opx_list_foreach_safe(&ep->rndv_st.cts_defer, it, tmp)
 	{
 		opx_list_remove(it);
 		opx_ux_put(ep, OPX_CONTAINER_OF(it, struct opx_ux, link));
 	}
-	if (ep->sdma)
-		shim_sdma_close(ep->sdma);
-	ep->sdma = NULL;
+	if (ep->rndv_st.sdma)
+		shim_sdma_close(ep->rndv_st.sdma);
+	ep->rndv_st.sdma = NULL;
 	/* references of rendezvous that never finished */
 	for (size_t i = 0; ep->rndv && i < OPX_RNDV_SLOTS; i++) {
 		if (ep->rndv[i].busy)
 			shim_peer_close(ep->rndv[i].peer);
-		if (ep->rndv_rx[i].busy)
-			shim_peer_close(ep->rndv_rx[i].peer);
+		if (ep->rndv_st.rndv_rx[i].busy)
+			shim_peer_close(ep->rndv_st.rndv_rx[i].peer);
 	}
 	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
 		if (ep->anon[i])
@@ -511,9 +511,9 @@ void opx_rndv_fini(struct opx_ep *ep)
 		ep->anon[i] = NULL;
 	}
 	free(ep->rndv);
-	free(ep->rndv_rx);
+	free(ep->rndv_st.rndv_rx);
 	ep->rndv = NULL;
-	ep->rndv_rx = NULL;
-	ep->rndv_free = NULL;
-	ep->rndv_rx_free = NULL;
+	ep->rndv_st.rndv_rx = NULL;
+	ep->rndv_st.rndv_free = NULL;
+	ep->rndv_st.rndv_rx_free = NULL;
 }

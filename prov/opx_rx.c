@@ -80,7 +80,7 @@ void opx_rx_advertise(struct opx_ep *ep)
 	ep->rx_mp_max = lim > udp ? lim : udp;
 	/* what the receive ring can hold as unexpected descriptors: taken
 	 * beyond the bound, so that the ring never stops for its contents */
-	ep->ux_slack = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK +
+	ep->match.ux_slack = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK +
 		       (size_t)(rx->hdrq_mask + 1) * sizeof(struct opx_ux) + ep->rx_mp_max;
 	ep->rx_csum = opx_env.checksum;
 	rx->ctl->rx_eager_max = lim;
@@ -114,8 +114,8 @@ void opx_rx_advertise(struct opx_ep *ep)
 static inline bool opx_rx_defer(struct opx_ep *ep)
 {
 	if (ep->rx_no_defer || ep->rx_defers >= OPX_RX_DEFER_MAX ||
-	    !opx_list_empty(&ep->posted_tag) || !opx_list_empty(&ep->posted_msg) ||
-	    ep->rndv_busy || ep->rndv_rx_busy || ep->mp.active || opx_rma_outstanding(ep))
+	    !opx_list_empty(&ep->match.posted_tag) || !opx_list_empty(&ep->match.posted_msg) ||
+	    ep->rndv_st.rndv_busy || ep->rndv_st.rndv_rx_busy || ep->match.mp.active || opx_rma_outstanding(ep))
 		return false;
 	ep->rx_defers++;
 	return true;
@@ -173,7 +173,7 @@ static inline int opx_rx_eager(struct opx_ep *ep, const struct shim_pkt_hdr *h, 
  * died mid-message); its receive completes in error. */
 static void opx_rx_mp_abort(struct opx_ep *ep)
 {
-	struct opx_mp_state *mp = &ep->mp;
+	struct opx_mp_state *mp = &ep->match.mp;
 
 	if (mp->req)
 		opx_complete_rx(ep, mp->req, mp->req_off, mp->req_cap, mp->total, mp->tag, mp->data,
@@ -191,7 +191,7 @@ static void opx_rx_mp_abort(struct opx_ep *ep)
 
 static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, const uint8_t *pay)
 {
-	struct opx_mp_state *mp = &ep->mp;
+	struct opx_mp_state *mp = &ep->match.mp;
 	uint64_t total = opx_proto_pw(h).mp_first.total;
 	bool tagged = h->flags & OPX_PF_TAGGED;
 	fi_addr_t src;
@@ -249,7 +249,7 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 
 static void opx_rx_mp_finish(struct opx_ep *ep)
 {
-	struct opx_mp_state *mp = &ep->mp;
+	struct opx_mp_state *mp = &ep->match.mp;
 	struct opx_ux *ux = mp->ux;
 
 	if (mp->req) {
@@ -276,7 +276,7 @@ static int opx_rx_op_mp_next(struct opx_ep *ep, const struct shim_rhq_entry *e,
 			     const uint8_t *pay)
 {
 	const struct shim_pkt_hdr *h = &e->hdr;
-	struct opx_mp_state *mp = &ep->mp;
+	struct opx_mp_state *mp = &ep->match.mp;
 	uint64_t off = opx_proto_pw(h).mp_next.offset;
 
 	if (!mp->active || h->slid != mp->slid || h->sctx != mp->sctx || h->msgid != mp->msgid ||
@@ -535,7 +535,7 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 			     0)) {
 		/* a dead sender's hole, filled by the shim: a multi-packet
 		 * message in progress was its, and will never finish */
-		if ((e->rhf & SHIM_RHF_ERR_DEAD) && ep->mp.active)
+		if ((e->rhf & SHIM_RHF_ERR_DEAD) && ep->match.mp.active)
 			opx_rx_mp_abort(ep);
 		opx_rx_bad_header(ep, e);
 		return 0;

@@ -28,7 +28,7 @@
  * holding less is not.  On the udp wire the refusal happens before the
  * receive ring (opx_rel.c holds the sender's flow: back-pressure, its
  * sends see -FI_EAGAIN while its acks say HELD), so what is in the ring
- * can always be taken (the drain allows ep->ux_slack over the bound) and
+ * can always be taken (the drain allows ep->match.ux_slack over the bound) and
  * the ring keeps moving for everyone else.  A shm sender (same user, same
  * host) is refused at the ring's head as before.
  */
@@ -41,7 +41,7 @@ static uint32_t opx_ux_src_hash(uint32_t key)
  * table is full; NULL when it has none (or no memory). */
 static struct opx_ux_src *opx_ux_src_find(struct opx_ep *ep, uint32_t key, bool add)
 {
-	struct opx_ux_src *t = ep->ux_src;
+	struct opx_ux_src *t = ep->match.ux_src;
 	uint32_t i = opx_ux_src_hash(key);
 
 	if (!t) {
@@ -50,7 +50,7 @@ static struct opx_ux_src *opx_ux_src_find(struct opx_ep *ep, uint32_t key, bool 
 		t = calloc(OPX_UX_SRC_SLOTS + 1, sizeof(*t));
 		if (!t)
 			return NULL;
-		ep->ux_src = t;
+		ep->match.ux_src = t;
 	}
 	for (uint32_t n = 0; n < OPX_UX_SRC_SLOTS; n++, i = (i + 1) & (OPX_UX_SRC_SLOTS - 1)) {
 		if (t[i].used && t[i].key == key)
@@ -97,9 +97,9 @@ static void opx_ux_src_charge(struct opx_ep *ep, struct opx_ux *ux)
 	ux->src_count = OPX_UX_SRC_NONE;
 	if (!s)
 		return; /* no memory for the table: the endpoint bound still holds */
-	ux->src_count = s == &ep->ux_src[OPX_UX_SRC_SLOTS] ? OPX_UX_SRC_SHARED : OPX_UX_SRC_OWN;
+	ux->src_count = s == &ep->match.ux_src[OPX_UX_SRC_SLOTS] ? OPX_UX_SRC_SHARED : OPX_UX_SRC_OWN;
 	if (!s->bytes) {
-		ep->ux_srcs++;
+		ep->match.ux_srcs++;
 		s->used = true;
 	}
 	s->bytes += ux->cost;
@@ -111,23 +111,23 @@ void opx_ux_src_refund(struct opx_ep *ep, const struct opx_ux *ux)
 
 	if (ux->src_count == OPX_UX_SRC_NONE)
 		return;
-	s = ux->src_count == OPX_UX_SRC_SHARED ? &ep->ux_src[OPX_UX_SRC_SLOTS]
+	s = ux->src_count == OPX_UX_SRC_SHARED ? &ep->match.ux_src[OPX_UX_SRC_SLOTS]
 					       : opx_ux_src_find(ep, ux->src_key, false);
 	if (!s || !s->bytes)
 		return;
 	s->bytes -= ux->cost < s->bytes ? ux->cost : s->bytes;
 	if (s->bytes)
 		return;
-	ep->ux_srcs--;
-	if (s == &ep->ux_src[OPX_UX_SRC_SLOTS])
+	ep->match.ux_srcs--;
+	if (s == &ep->match.ux_src[OPX_UX_SRC_SLOTS])
 		s->used = false;
 	else
-		opx_ux_src_remove(ep->ux_src, (uint32_t)(s - ep->ux_src));
+		opx_ux_src_remove(ep->match.ux_src, (uint32_t)(s - ep->match.ux_src));
 }
 
 bool opx_ux_src_over(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t slack)
 {
-	size_t total = ep->ux_bytes, bound = opx_env.ux_max_bytes, cap = opx_env.ux_peer_max_bytes;
+	size_t total = ep->match.ux_bytes, bound = opx_env.ux_max_bytes, cap = opx_env.ux_peer_max_bytes;
 	const struct opx_ux_src *s;
 	size_t mine;
 
@@ -142,14 +142,14 @@ bool opx_ux_src_over(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_t sla
 	if (!OPX_UX_PAST(total, bound))
 		return false;
 #undef OPX_UX_PAST
-	return ep->ux_srcs && mine >= bound / ep->ux_srcs;
+	return ep->match.ux_srcs && mine >= bound / ep->match.ux_srcs;
 }
 
 void opx_ux_src_fini(struct opx_ep *ep)
 {
-	free(ep->ux_src);
-	ep->ux_src = NULL;
-	ep->ux_srcs = 0;
+	free(ep->match.ux_src);
+	ep->match.ux_src = NULL;
+	ep->match.ux_srcs = 0;
 }
 
 /* len: payload bytes the descriptor will hold (counted against the bound) */
@@ -158,10 +158,10 @@ struct opx_ux *opx_ux_get(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_
 	struct opx_ux *ux;
 	size_t cost = sizeof(*ux) + (len > sizeof(ux->inl) ? len : 0);
 
-	if (ep->ux_bytes && opx_ux_src_over(ep, slid, sctx, ep->ux_slack))
+	if (ep->match.ux_bytes && opx_ux_src_over(ep, slid, sctx, ep->match.ux_slack))
 		return NULL; /* over its share: the caller leaves the packet queued */
-	if (!opx_list_empty(&ep->ux_free)) {
-		struct opx_list *n = ep->ux_free.next;
+	if (!opx_list_empty(&ep->match.ux_free)) {
+		struct opx_list *n = ep->match.ux_free.next;
 		opx_list_remove(n);
 		ux = OPX_CONTAINER_OF(n, struct opx_ux, link);
 	} else {
@@ -174,7 +174,7 @@ struct opx_ux *opx_ux_get(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_
 	if (len > sizeof(ux->inl)) {
 		ux->buf = malloc(len);
 		if (!ux->buf) {
-			opx_list_insert_head(&ep->ux_free, &ux->link);
+			opx_list_insert_head(&ep->match.ux_free, &ux->link);
 			return NULL;
 		}
 	}
@@ -182,7 +182,7 @@ struct opx_ux *opx_ux_get(struct opx_ep *ep, uint16_t slid, uint16_t sctx, size_
 	ux->cost = cost;
 	ux->src_key = (uint32_t)slid << 16 | sctx;
 	opx_list_init(&ux->link);
-	ep->ux_bytes += cost;
+	ep->match.ux_bytes += cost;
 	opx_ux_src_charge(ep, ux);
 	return ux;
 }

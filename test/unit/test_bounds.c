@@ -80,12 +80,12 @@ static void test_quota_fair_share(void **state)
 	ep = tq_ep(&e);
 	opx_env.ux_max_bytes = 64 << 10;
 	opx_env.ux_peer_max_bytes = opx_env.ux_max_bytes;
-	ep->ux_slack = 0;
+	ep->match.ux_slack = 0;
 	/* sender 7 alone takes the whole bound (and one message more) */
 	while (na < 64 && (a[na] = tq_get(ep, 7, 4000)))
 		na++;
 	assert_true(na >= 15 && na < 64);
-	assert_true(ep->ux_bytes >= opx_env.ux_max_bytes);
+	assert_true(ep->match.ux_bytes >= opx_env.ux_max_bytes);
 	assert_true(opx_ux_src_over(ep, 7, 1, 0));
 	/* sender 8 holds nothing: never waits for 7 */
 	assert_false(opx_ux_src_over(ep, 8, 1, 0));
@@ -94,12 +94,12 @@ static void test_quota_fair_share(void **state)
 	/* two senders: each may hold half the bound; 8 got there too */
 	assert_true(nb >= 1 && nb < 32);
 	assert_true(opx_ux_src_over(ep, 8, 1, 0));
-	assert_int_equal(ep->ux_srcs, 2);
+	assert_int_equal(ep->match.ux_srcs, 2);
 	/* a third, empty sender still passes; with slack, nobody is over */
 	assert_false(opx_ux_src_over(ep, 9, 2, 0));
 	assert_false(opx_ux_src_over(ep, 7, 1, SIZE_MAX / 2));
 	/* 7 frees below the bound: 8 may add again */
-	while (na && ep->ux_bytes >= opx_env.ux_max_bytes)
+	while (na && ep->match.ux_bytes >= opx_env.ux_max_bytes)
 		opx_ux_put(ep, a[--na]);
 	assert_false(opx_ux_src_over(ep, 8, 1, 0));
 	/* the per-sender cap: a quarter */
@@ -112,8 +112,8 @@ static void test_quota_fair_share(void **state)
 		opx_ux_put(ep, a[--na]);
 	while (nb)
 		opx_ux_put(ep, b[--nb]);
-	assert_int_equal(ep->ux_bytes, 0);
-	assert_int_equal(ep->ux_srcs, 0);
+	assert_int_equal(ep->match.ux_bytes, 0);
+	assert_int_equal(ep->match.ux_srcs, 0);
 	opx_env.ux_max_bytes = bound;
 	opx_env.ux_peer_max_bytes = peer;
 	fx_close(&e);
@@ -139,7 +139,7 @@ static void test_quota_many_senders(void **state)
 		assert_non_null(u[i]);
 	}
 	/* 256 slots + the shared one */
-	assert_int_equal(ep->ux_srcs, OPX_UX_SRC_SLOTS + 1);
+	assert_int_equal(ep->match.ux_srcs, OPX_UX_SRC_SLOTS + 1);
 	for (unsigned left = n; left; left--) {
 		unsigned k;
 
@@ -152,24 +152,24 @@ static void test_quota_many_senders(void **state)
 			size_t sum = 0;
 
 			for (unsigned i = 0; i <= OPX_UX_SRC_SLOTS; i++)
-				sum += ep->ux_src[i].used ? ep->ux_src[i].bytes : 0;
-			assert_int_equal(sum, ep->ux_bytes);
+				sum += ep->match.ux_src[i].used ? ep->match.ux_src[i].bytes : 0;
+			assert_int_equal(sum, ep->match.ux_bytes);
 			for (unsigned i = 0; i < OPX_UX_SRC_SLOTS; i++) {
 				size_t want = 0;
 
-				if (!ep->ux_src[i].used)
+				if (!ep->match.ux_src[i].used)
 					continue;
 				for (unsigned j = 0; j < left - 1; j++)
-					if (u[j]->src_key == ep->ux_src[i].key)
+					if (u[j]->src_key == ep->match.ux_src[i].key)
 						want += u[j]->cost;
-				assert_int_equal(ep->ux_src[i].bytes, want);
+				assert_int_equal(ep->match.ux_src[i].bytes, want);
 			}
 		}
 	}
-	assert_int_equal(ep->ux_bytes, 0);
-	assert_int_equal(ep->ux_srcs, 0);
+	assert_int_equal(ep->match.ux_bytes, 0);
+	assert_int_equal(ep->match.ux_srcs, 0);
 	for (unsigned i = 0; i <= OPX_UX_SRC_SLOTS; i++)
-		assert_false(ep->ux_src[i].used);
+		assert_false(ep->match.ux_src[i].used);
 	fx_close(&e);
 }
 
@@ -305,9 +305,9 @@ static void test_quota_flood_udp(void **state)
 	/* let the flood reach the bound: the victim progresses, receives
 	 * nothing on the flood's tag */
 	end = fx_now_ms() + TQ_WAIT_MS;
-	while (ep->ux_bytes + TQ_FLOOD_LEN + sizeof(struct opx_ux) <= TQ_BOUND && fx_now_ms() < end)
+	while (ep->match.ux_bytes + TQ_FLOOD_LEN + sizeof(struct opx_ux) <= TQ_BOUND && fx_now_ms() < end)
 		fi_cq_read(e.cq, NULL, 0);
-	assert_true(ep->ux_bytes + TQ_FLOOD_LEN + sizeof(struct opx_ux) > TQ_BOUND);
+	assert_true(ep->match.ux_bytes + TQ_FLOOD_LEN + sizeof(struct opx_ux) > TQ_BOUND);
 	/* now the good sender: its message must get through the flood */
 	peer = tq_spawn("good", &wp);
 	assert_int_equal(write(wp, me, ml), (ssize_t)ml);
@@ -319,8 +319,8 @@ static void test_quota_flood_udp(void **state)
 	while (fx_now_ms() < end) {
 		struct fi_cq_tagged_entry ent;
 
-		if (ep->ux_bytes > peak)
-			peak = ep->ux_bytes;
+		if (ep->match.ux_bytes > peak)
+			peak = ep->match.ux_bytes;
 		if (fi_cq_read(e.cq, &ent, 1) == 1 && ent.op_context == good) {
 			rc = 0;
 			break;
@@ -332,7 +332,7 @@ static void test_quota_flood_udp(void **state)
 	assert_int_equal(tq_wait_child(peer, TQ_WAIT_MS), 0);
 	/* the flood was held back, memory stayed within bound + ring */
 	assert_true(ep->rel.ux_held > 0);
-	assert_true(peak <= TQ_BOUND + ep->ux_slack);
+	assert_true(peak <= TQ_BOUND + ep->match.ux_slack);
 	/* every flood message arrives, in order, with its data */
 	for (uint32_t i = 0; i < TQ_FLOOD_MSGS; i++) {
 		struct fi_cq_tagged_entry ent;

@@ -250,7 +250,7 @@ static void test_forged_ctl(void **state)
 		}
 	}
 	assert_true(found);
-	stray0 = opx_ep_of(t->ep2)->rndv_stray;
+	stray0 = opx_ep_of(t->ep2)->rndv_st.rndv_stray;
 
 	memset(&w, 0, sizeof(w));
 	w.pid = (uint32_t)v;
@@ -265,7 +265,7 @@ static void test_forged_ctl(void **state)
 		for (uint64_t i = 0; i < 4; i++)
 			tp_forge(to_tx, OPX_OP_DONE, ra.lid, ra.ctx, 0, (g << 32) | i, 0, NULL, 0);
 	assert_int_equal(tp_wait(t, src, &c, 300), -FI_ETIMEDOUT);
-	assert_true(opx_ep_of(t->ep2)->rndv_stray >= stray0 + 18);
+	assert_true(opx_ep_of(t->ep2)->rndv_st.rndv_stray >= stray0 + 18);
 
 	assert_int_equal(fi_trecv(t->fx.ep, dst, len, NULL, FI_ADDR_UNSPEC, 0x81, 0, dst), 0);
 	assert_int_equal(tp_wait(t, dst, &c, TP_WAIT_MS), 0);
