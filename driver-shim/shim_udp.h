@@ -123,6 +123,8 @@ struct shim_udp_link {
 	uint32_t wd_next;           /* next position to send again */
 	uint64_t wd_ns;             /* when that head last moved */
 	uint64_t wd_rto_ns;
+	/* the owner's retransmission timeout (shim_udp_rto_hint), 0: none yet */
+	_Atomic uint64_t rto_hint_ns;
 	uint64_t wd_tx_seen;        /* tx_count at its last look ... */
 	uint64_t wd_tx_ns;          /* ... and when it last moved */
 };

@@ -650,6 +650,13 @@ void shim_udp_release(struct shim_peer *peer, uint32_t ack)
 	pthread_mutex_unlock(&l->udp->lock);
 }
 
+void shim_udp_rto_hint(struct shim_peer *peer, uint64_t rto_ns)
+{
+	if (peer && peer->wire == SHIM_WIRE_UDP)
+		atomic_store_explicit(&((struct shim_peer_priv *)peer)->link->rto_hint_ns, rto_ns,
+				      memory_order_relaxed);
+}
+
 void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent)
 {
 	const struct shim_udp_link *l;

@@ -193,10 +193,16 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 		if ((unread && p->udp_ack) || shim_udp_since(now, l->wd_tx_ns) > u->keepalive_ns)
 			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, unread ? SHIM_UDP_ACK_HELD : 0);
 		if (head == sent || head != l->wd_acked) {
+			/* at least twice the owner's timeout: when the owner
+			 * is only descheduled (more ranks than cores), its
+			 * peers are too, and their acks come that late */
+			uint64_t hint = 2 * atomic_load_explicit(&l->rto_hint_ns,
+								 memory_order_relaxed);
+
 			l->wd_acked = head;
 			l->wd_next = head;
 			l->wd_ns = now;
-			l->wd_rto_ns = SHIM_UDP_WD_RTO_NS;
+			l->wd_rto_ns = hint > SHIM_UDP_WD_RTO_NS ? hint : SHIM_UDP_WD_RTO_NS;
 			continue;
 		}
 		if (now - l->wd_ns < l->wd_rto_ns)

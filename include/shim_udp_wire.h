@@ -187,6 +187,10 @@ void shim_udp_release(struct shim_peer *peer, uint32_t ack);
  * the pages went back now, else 0. */
 int shim_udp_trim(struct shim_peer *peer, uint64_t now, uint64_t idle_ns);
 void shim_udp_tx_state(const struct shim_peer *peer, uint32_t *acked, uint32_t *sent);
+/* The owner's retransmission timeout for the link (its round trips, the
+ * scheduling of both ends included): the watchdog, which cannot read the
+ * acks, waits at least twice it before it sends anything again. */
+void shim_udp_rto_hint(struct shim_peer *peer, uint64_t rto_ns);
 /* CLOCK_MONOTONIC ns of the last datagram from the peer (its flow's
  * creation before any), and how many went to it (wrapping; a caller
  * that notes when the count moved knows how long the flow was silent on

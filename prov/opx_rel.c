@@ -353,6 +353,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 		f->progress_ns = now;
 		f->rto_ns = opx_rel_rto(f);
 		f->timer_ns = now + f->rto_ns;
+		shim_udp_rto_hint(peer, f->rto_ns);
 		return;
 	}
 	if (shim_udp_since(ep->rel.drained_ns, f->progress_ns > ep->rel.resumed_ns
@@ -384,6 +385,7 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 	f->rtt_on = false; /* Karn: no sample across a retransmission */
 	f->rto_ns = f->rto_ns * 2 > OPX_REL_RTO_MAX_NS ? OPX_REL_RTO_MAX_NS : f->rto_ns * 2;
 	f->timer_ns = now + f->rto_ns;
+	shim_udp_rto_hint(peer, f->rto_ns);
 }
 
 /* A peer declared dead that nothing of ours refers to (the address
