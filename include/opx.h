@@ -111,7 +111,6 @@ struct opx_params {
 	bool udp_gro;         /* FI_OPX_UDP_GRO: the udp socket takes a run of datagrams at once */
 	bool udp_pack;        /* FI_OPX_UDP_PACK: small packets to one peer share datagrams */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
-	size_t udp_rndv_window; /* FI_OPX_UDP_RNDV_WINDOW: udp rendezvous bytes due (0: no bound) */
 	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
 	size_t rma_direct_write; /* FI_OPX_RMA_DIRECT_WRITE: initiator copies by itself (0: off) */
 	size_t rma_direct_read;  /* FI_OPX_RMA_DIRECT_READ: the same for reads */

@@ -104,8 +104,7 @@ struct opx_ep_rndv {
 	bool cma_proven;         /* a pull succeeded: splitting with the sender is safe */
 	struct opx_list ctl_pend;  /* control packets waiting for credits */
 	struct opx_list sdma_wait; /* sends waiting for SDMA ring space */
-	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs or the window */
-	size_t udp_granted;        /* udp senders' CTS bytes not arrived (FI_OPX_UDP_RNDV_WINDOW) */
+	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */
 };
 
 /* The matching engine's queues (opx_match.c) and the unexpected store's

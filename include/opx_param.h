@@ -34,9 +34,6 @@
  * its own; 1 TiB keeps lengths well inside every 64-bit computation. */
 #define OPX_DEF_MAX_MSG_SIZE ((size_t)1 << 40)
 #define OPX_DEF_RNDV_SPLIT ((size_t)32 << 10)
-/* FI_OPX_UDP_RNDV_WINDOW: rendezvous bytes granted to udp senders and not
- * yet arrived, per receiving endpoint (a quarter of its socket's buffer) */
-#define OPX_DEF_UDP_RNDV_WINDOW ((size_t)4 << 20)
 #define OPX_DEF_RMA_CMA ((size_t)16 << 10)
 /* From these sizes the initiator copies by itself (see README) */
 #define OPX_DEF_RMA_DIRECT_WRITE ((size_t)16 << 10)

@@ -46,7 +46,6 @@ struct opx_rndv_rx {
 	size_t total;
 	size_t expect;
 	size_t placed;
-	size_t granted;         /* of expect, not arrived and counted in udp_granted */
 	uint64_t tag;
 	uint64_t data;
 	fi_addr_t src;

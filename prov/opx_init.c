@@ -137,14 +137,6 @@ static void opx_init_params_define(void)
 			"disables (default: %zu; 0 when "
 			"more ranks than CPUs run on the host, see SPIN_COUNT)",
 			OPX_DEF_RNDV_SPLIT);
-	fi_param_define(&opx_prov, "UDP_RNDV_WINDOW", FI_PARAM_SIZE_T,
-			"Receiver pacing on the udp wire: rendezvous bytes an endpoint grants "
-			"its senders on other hosts (CTS) and has not received yet; a message "
-			"that would exceed it waits for its grant until earlier data arrived "
-			"(one message is always granted), so that many senders at once (an "
-			"alltoall) do not overflow the receiver's socket, where datagrams are "
-			"lost and sent again; 0: no bound (default: %zu)",
-			OPX_DEF_UDP_RNDV_WINDOW);
 	fi_param_define(&opx_prov, "RMA_CMA", FI_PARAM_SIZE_T,
 			"From this size an RMA read or write of more than one MTU between "
 			"processes of one host is one Cross Memory Attach copy after the target "

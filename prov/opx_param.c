@@ -39,7 +39,6 @@ struct opx_params opx_env = {
 	.udp_gro = true,
 	.udp_pack = true,
 	.rndv_split = OPX_DEF_RNDV_SPLIT,
-	.udp_rndv_window = OPX_DEF_UDP_RNDV_WINDOW,
 	.rma_cma = OPX_DEF_RMA_CMA,
 	.rma_direct_write = OPX_DEF_RMA_DIRECT_WRITE,
 	.rma_direct_read = OPX_DEF_RMA_DIRECT_READ,
@@ -401,7 +400,6 @@ void opx_param_load(void)
 	opx_param_bool("UDP_GRO", &p->udp_gro);
 	opx_param_bool("UDP_PACK", &p->udp_pack);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
-	opx_param_size("UDP_RNDV_WINDOW", &p->udp_rndv_window, 0, SIZE_MAX, false);
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_WRITE", &p->rma_direct_write, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_READ", &p->rma_direct_read, 0, SIZE_MAX, false);

@@ -64,9 +64,7 @@
  *                            -ESRCH (no verified process): this send by CTS
  *                            -EPERM/-ENOSYS: cma_ok = false, CTS from now on
  *   CTS:    opx_rndv_cts     sender gone: complete FI_EIO, nothing sent
- *                            no slot or TID, or a udp sender and the grant would
- *                              exceed FI_OPX_UDP_RNDV_WINDOW with bytes still due:
- *                              the ux waits on ep->rndv_st.cts_defer (in order), retried
+ *                            no slot or TID: the ux waits on ep->rndv_st.cts_defer, retried
  *                              by opx_rndv_progress
  *                            else register TIDs, take, CTS out ---------------> PUSHED
  *                              (nothing to receive: complete, free at once)
@@ -451,10 +449,6 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	}
 	if (!x)
 		return -FI_EAGAIN;
-	/* receiver pacing: senders on other hosts push at once what we grant */
-	if (peer->wire == SHIM_WIRE_UDP && opx_env.udp_rndv_window && ep->rndv_st.udp_granted &&
-	    ep->rndv_st.udp_granted + expect > opx_env.udp_rndv_window)
-		return -FI_EAGAIN;
 	x->ntid = 0;
 	for (size_t i = 0; i < lcnt; i++) {
 		if (shim_tid_register(ep->shim, liov[i].iov_base, liov[i].iov_len, &x->tid[i])) {
@@ -470,10 +464,6 @@ static int opx_rndv_cts(struct opx_ep *ep, struct opx_rx_req *req, size_t off, s
 	}
 	cts.ntid = x->ntid;
 	opx_rndv_rx_take(ep, x, req, off, cap, ux, expect, peer);
-	if (peer->wire == SHIM_WIRE_UDP) {
-		x->granted = expect;
-		ep->rndv_st.udp_granted += expect;
-	}
 	opx_rndv_ctl_send(
 		ep, peer, OPX_OP_CTS,
 		&(union opx_proto_pw){
@@ -545,12 +535,6 @@ int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e, const ui
 		return 0;
 	}
 	x->placed += h->paylen;
-	if (x->granted) {
-		size_t n = h->paylen < x->granted ? h->paylen : x->granted;
-
-		x->granted -= n;
-		ep->rndv_st.udp_granted -= n;
-	}
 	if (x->placed == x->expect) {
 		opx_complete_rx(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
 				x->src, 0);

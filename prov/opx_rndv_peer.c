@@ -148,7 +148,6 @@ void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_re
 	x->total = ux->len;
 	x->expect = expect;
 	x->placed = 0;
-	x->granted = 0;
 	x->tag = ux->tag;
 	x->data = ux->data;
 	x->pflags = ux->pflags;
@@ -159,8 +158,6 @@ void opx_rndv_rx_take(struct opx_ep *ep, struct opx_rndv_rx *x, struct opx_rx_re
 
 void opx_rndv_rx_free(struct opx_ep *ep, struct opx_rndv_rx *x)
 {
-	ep->rndv_st.udp_granted -= x->granted; /* a dead sender's: due no more */
-	x->granted = 0;
 	for (uint32_t i = 0; i < x->ntid; i++)
 		shim_tid_release(ep->shim, x->tid[i]);
 	shim_peer_close(x->peer);

@@ -21,7 +21,6 @@
 
 #include "fixture.h"
 #include "opx.h"
-#include "opx_ep.h"
 #include "rdma/opx_ext.h"
 
 #define TT_WAIT_MS 5000
@@ -248,92 +247,12 @@ static void test_thresh_per_wire(void **state)
 		assert_true(tt_is_rndv(p));
 }
 
-/* Six rendezvous messages of len bytes at once over the udp wire with
- * FI_OPX_UDP_RNDV_WINDOW at window: returns the most bytes seen granted
- * and due; some must have waited for their grant, all arrive intact. */
-static size_t tt_window(struct tt_env *t, size_t len, size_t window)
-{
-	enum { N = 6 };
-	struct opx_ep *ep = OPX_CONTAINER_OF(t->fx.ep, struct opx_ep, ep_fid);
-	const size_t saved = opx_env.udp_rndv_window;
-	struct fi_context rctx[N], sctx[N];
-	uint8_t *sbuf[N], *rbuf[N];
-	size_t most = 0;
-	bool waited = false;
-	uint64_t end;
-	int done = 0;
-
-	opx_env.udp_rndv_window = window;
-	for (int i = 0; i < N; i++) {
-		sbuf[i] = malloc(len);
-		rbuf[i] = malloc(len);
-		assert_true(sbuf[i] && rbuf[i]);
-		tt_fill(sbuf[i], len, 300 + (unsigned)i);
-		memset(rbuf[i], 0xee, len);
-		assert_int_equal(fi_trecv(t->fx.ep, rbuf[i], len, NULL, FI_ADDR_UNSPEC,
-					  0x7200000000ull + (uint64_t)i, 0, &rctx[i]),
-				 0);
-	}
-	for (int i = 0; i < N; i++)
-		tt_send(t, sbuf[i], len, 0x7200000000ull + (uint64_t)i, &sctx[i]);
-	end = fx_now_ms() + TT_WAIT_MS;
-	while (done < 2 * N && fx_now_ms() <= end) {
-		fx_stash_poll(t->fx.cq, &t->stash);
-		if (ep->rndv_st.udp_granted > most)
-			most = ep->rndv_st.udp_granted;
-		waited |= !opx_list_empty(&ep->rndv_st.cts_defer);
-		done = 0;
-		for (size_t k = 0; k < t->stash.n; k++)
-			for (int i = 0; i < N; i++)
-				done += t->stash.seen[k].ctx == &rctx[i] || t->stash.seen[k].ctx == &sctx[i];
-	}
-	opx_env.udp_rndv_window = saved;
-	for (int i = 0; i < N; i++) {
-		struct fx_comp c;
-
-		tt_wait(t, &rctx[i], &c);
-		assert_int_equal(c.err, 0);
-		assert_int_equal(c.e.len, len);
-		tt_wait(t, &sctx[i], &c);
-		assert_int_equal(c.err, 0);
-	}
-	assert_int_equal(ep->rndv_st.udp_granted, 0);
-	print_message("udp rendezvous: at most %zu bytes granted and due (window %zu)\n", most,
-		      window);
-	assert_true(waited);
-	for (int i = 0; i < N; i++) {
-		assert_int_equal(tt_check(rbuf[i], len, 300 + (unsigned)i), len);
-		free(sbuf[i]);
-		free(rbuf[i]);
-	}
-	return most;
-}
-
-/* Receiver pacing on the udp wire: with the window at 2.5 messages, never
- * more than two messages' bytes granted and due (without a bound all six
- * would be); at one byte, one message at a time (one is always granted,
- * or nothing would move). */
-static void test_thresh_rndv_window(void **state)
-{
-	struct tt_env *t = *state;
-	const size_t len = 256 << 10;
-	size_t most;
-
-	if (!t->udp)
-		skip();
-	most = tt_window(t, len, len * 5 / 2);
-	assert_true(most >= len && most <= len * 5 / 2);
-	most = tt_window(t, len, 1);
-	assert_int_equal(most, len);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_thresh_params),
 		cmocka_unit_test(test_thresh_sweep),
 		cmocka_unit_test(test_thresh_per_wire),
-		cmocka_unit_test(test_thresh_rndv_window),
 	};
 
 	/* read once, when the provider initialises; the environment wins */
