@@ -192,7 +192,8 @@ static void shim_udp_watchdog_tick(struct shim_udp *u, bool unread)
 				    &l->wd_tx_seen, &l->wd_tx_ns, now);
 		if ((unread && p->udp_ack) || shim_udp_since(now, l->wd_tx_ns) > u->keepalive_ns)
 			shim_udp_send_ctl(p, SHIM_UDP_ACK, 0, unread ? SHIM_UDP_ACK_HELD : 0);
-		if (head == sent || head != l->wd_acked) {
+		/* (a link not looked at yet starts its timeout now) */
+		if (head == sent || head != l->wd_acked || !l->wd_ns) {
 			/* at least twice the owner's timeout: when the owner
 			 * is only descheduled (more ranks than cores), its
 			 * peers are too, and their acks come that late */

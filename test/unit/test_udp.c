@@ -151,6 +151,40 @@ static void test_udp_trim(void **state)
 	t_pair_close(&t);
 }
 
+/* The watchdog sends a watched, idle owner's unacknowledged packets
+ * again after its timeout, 4 ms at least, and at least twice the
+ * owner's own retransmission timeout (shim_udp_rto_hint): an owner that
+ * is only descheduled has peers whose acks come that late. */
+static void test_udp_wd_hint(void **state)
+{
+	struct shim_udp_stats st;
+	uint32_t psns[8];
+	struct t_pair t;
+	double end;
+
+	(void)state;
+	for (int hinted = 1; hinted >= 0; hinted--) {
+		t_pair_open(&t, NULL);
+		shim_udp_watch(t.a, 0); /* an owner that has not polled: idle */
+		if (hinted)
+			shim_udp_rto_hint(t.to_b, 500000000ull); /* 0.5 s: wait 1 s */
+		for (uint32_t s = 0; s < 4; s++)
+			assert_int_equal(t_send(t.to_b, s), 0);
+		assert_int_equal(t_recv_all(&t, 4, psns, 10.0), 4); /* never acked */
+		/* unhinted: resent within a few ticks; hinted: not within 0.3 s */
+		end = t_now() + (hinted ? 0.3 : 10.0);
+		do {
+			usleep(2000);
+			shim_udp_stats(t.a, &st);
+		} while (!st.wd_resends && t_now() < end);
+		if (hinted)
+			assert_int_equal(st.wd_resends, 0);
+		else
+			assert_true(st.wd_resends > 0);
+		t_pair_close(&t);
+	}
+}
+
 /* A polling receiver takes one datagram per call while they come one at
  * a time, a batch once they queue up (SHIM_UDP_BATCH_AFTER calls in a row
  * found one), and one again when a batch call finds at most one; nothing
@@ -589,6 +623,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
 		cmocka_unit_test(test_udp_trim),
+		cmocka_unit_test(test_udp_wd_hint),
 		cmocka_unit_test(test_udp_recv_modes),
 		cmocka_unit_test(test_udp_wait_arm),
 		cmocka_unit_test(test_udp_mtu_learned),
