@@ -2,11 +2,14 @@
 /*
  * test_atomic.c - the atomic kernels against a reference computed here
  * (in int64, on small values every datatype represents exactly), for
- * every op x datatype, directly and through a loopback endpoint; and
+ * every op x datatype, directly and through a loopback endpoint;
  * fi_query_atomic / the *valid calls agreeing with what the data path
- * accepts.
+ * accepts; and large accumulates checked element by element: the largest
+ * count a call takes and one element either side, every count up to it,
+ * and 4 MiB streamed in calls posted back to back.
  */
 #include <complex.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -161,6 +164,247 @@ static void test_loopback(void **state)
 	fi_close(&mr->fid);
 }
 
+/* ---- large accumulates ------------------------------------------------ */
+
+/* Element values of the large accumulates: small enough for every
+ * datatype (int8 included) to hold target + operand exactly, varied
+ * enough that a misplaced or repeated element shows. */
+static int64_t big_d(size_t i)
+{
+	return (int64_t)(i % 61);
+}
+
+static int64_t big_s(size_t i)
+{
+	return (int64_t)((i * 7 + 3) % 53) + 1;
+}
+
+/* Wait for the completion of context ctx (any order), bounded. */
+static void big_wait(struct fx_env *e, void *ctx)
+{
+	struct fi_cq_tagged_entry ce;
+	struct timespec t0, t;
+	ssize_t rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while ((rc = fi_cq_read(e->cq, &ce, 1)) == -FI_EAGAIN) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		assert_true(t.tv_sec - t0.tv_sec < 10);
+	}
+	assert_int_equal(rc, 1);
+	assert_ptr_equal(ce.op_context, ctx);
+}
+
+/* One accumulate of cnt elements at element off of the region (key 12),
+ * plain (kind 0) or fetching (kind 1); returns the post's code and, when
+ * it is 0, has waited for the completion. */
+static ssize_t big_acc(struct fx_env *e, int kind, int dt, const uint8_t *src, uint8_t *res,
+		       size_t off, size_t cnt)
+{
+	uint64_t addr = off * ref_size(dt);
+	int ctx;
+	ssize_t rc;
+
+	if (kind == 0)
+		rc = fi_atomic(e->ep, src, cnt, NULL, e->self, addr, 12, dt, FI_SUM, &ctx);
+	else
+		rc = fi_fetch_atomic(e->ep, src, cnt, NULL, res, NULL, e->self, addr, 12, dt,
+				     FI_SUM, &ctx);
+	if (!rc)
+		big_wait(e, &ctx);
+	return rc;
+}
+
+/* Every element of the target: [off, off + cnt) accumulated once, the
+ * rest as it was. */
+static void big_check(int dt, const uint8_t *tgt, size_t n, size_t off, size_t cnt,
+		      const char *what)
+{
+	for (size_t i = 0; i < n; i++) {
+		int64_t want = big_d(i) + (i >= off && i < off + cnt ? big_s(i - off) : 0);
+
+		if (!ref_same(dt, tgt, (int)i, want))
+			fail_msg("%s: dt %d count %zu at %zu: element %zu wrong", what, dt, cnt, off,
+				 i);
+	}
+}
+
+/* The largest accumulate a call takes (fi_atomicvalid's count: one MTU,
+ * several datagrams on the udp wire, where it goes as several chunks of
+ * whole elements) and one element either side, for each element size,
+ * plain and fetching: count - 1 and count change exactly their elements
+ * (and fetch the old values), count + 1 is refused with -FI_EINVAL and
+ * changes nothing. */
+static void test_large_max(void **state)
+{
+	struct fx_env *e = *state;
+	static const int dts[] = {FI_UINT8, FI_INT16, FI_UINT32, FI_FLOAT, FI_INT64, FI_DOUBLE,
+				  FI_UINT128};
+	struct fid_mr *mr;
+	size_t max8 = 0, room;
+	uint8_t *tgt, *src, *res;
+
+	assert_int_equal(fi_atomicvalid(e->ep, FI_UINT8, FI_SUM, &max8), 0);
+	room = (max8 + 64) * 16; /* the largest call's bytes plus a margin, any size */
+	tgt = malloc(room);
+	src = malloc(room);
+	res = malloc(room);
+	assert_non_null(tgt);
+	assert_non_null(src);
+	assert_non_null(res);
+	assert_int_equal(fi_mr_reg(e->domain, tgt, room, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 12,
+				   0, &mr, NULL),
+			 0);
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		int dt = dts[d];
+		size_t sz = ref_size(dt), max = 0, fmax = 0, n = room / sz;
+
+		assert_int_equal(fi_atomicvalid(e->ep, dt, FI_SUM, &max), 0);
+		assert_int_equal(fi_fetch_atomicvalid(e->ep, dt, FI_SUM, &fmax), 0);
+		assert_int_equal(max, fmax);
+		assert_true(max >= 2 && max + 1 < n);
+		for (int kind = 0; kind < 2; kind++) {
+			for (size_t cnt = max - 1; cnt <= max + 1; cnt++) {
+				/* odd offsets too: the elements need not start
+				 * at the region's first byte */
+				size_t off = cnt & 1;
+				ssize_t rc;
+
+				for (size_t i = 0; i < n; i++) {
+					ref_put(dt, tgt, (int)i, big_d(i));
+					ref_put(dt, src, (int)i, big_s(i));
+				}
+				memset(res, 0xa5, room);
+				rc = big_acc(e, kind, dt, src, res, off, cnt);
+				if (cnt > max) {
+					assert_int_equal(rc, -FI_EINVAL);
+					big_check(dt, tgt, n, off, 0, "refused");
+					continue;
+				}
+				assert_int_equal(rc, 0);
+				big_check(dt, tgt, n, off, cnt, kind ? "fetch" : "atomic");
+				for (size_t i = 0; kind && i < cnt; i++)
+					if (!ref_same(dt, res, (int)i, big_d(off + i)))
+						fail_msg("dt %d count %zu: fetched element %zu wrong",
+							 dt, cnt, i);
+				/* the fetch wrote nothing past its count */
+				for (size_t b = kind ? cnt * sz : 0; kind && b < room; b++)
+					if (res[b] != 0xa5)
+						fail_msg("dt %d count %zu: byte %zu past the result",
+							 dt, cnt, b);
+			}
+		}
+	}
+	fi_close(&mr->fid);
+	free(tgt);
+	free(src);
+	free(res);
+}
+
+/* Every count from 1 to the largest, 32-bit elements (MPI_SUM of ints,
+ * what Open MPI's osc rdma accumulates): each chunk boundary of any path
+ * (the udp wire's datagrams of whole elements) is crossed by one element
+ * either way. */
+static void test_large_counts(void **state)
+{
+	struct fx_env *e = *state;
+	struct fid_mr *mr;
+	size_t max = 0;
+	uint32_t *tgt, *src;
+
+	assert_int_equal(fi_atomicvalid(e->ep, FI_UINT32, FI_SUM, &max), 0);
+	tgt = calloc(max + 1, sizeof(*tgt));
+	src = calloc(max + 1, sizeof(*src));
+	assert_non_null(tgt);
+	assert_non_null(src);
+	for (size_t i = 0; i <= max; i++)
+		src[i] = (uint32_t)big_s(i);
+	assert_int_equal(fi_mr_reg(e->domain, tgt, (max + 1) * sizeof(*tgt),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 12, 0, &mr, NULL),
+			 0);
+	for (size_t cnt = 1; cnt <= max; cnt++) {
+		for (size_t i = 0; i <= max; i++)
+			tgt[i] = (uint32_t)big_d(i);
+		assert_int_equal(big_acc(e, 0, FI_UINT32, (const uint8_t *)src, NULL, 0, cnt), 0);
+		big_check(FI_UINT32, (const uint8_t *)tgt, max + 1, 0, cnt, "sweep");
+	}
+	fi_close(&mr->fid);
+	free(tgt);
+	free(src);
+}
+
+/* A 4 MiB accumulate of 32-bit elements as an application streams it:
+ * calls of the largest count posted back to back (-FI_EAGAIN: read the
+ * CQ and post again), every completion counted, then every element
+ * checked, twice over the same memory so a lost or repeated call shows. */
+static void test_large_stream(void **state)
+{
+	struct fx_env *e = *state;
+	const size_t n = (size_t)1 << 20;
+	struct fid_mr *mr;
+	size_t max = 0, posted = 0, done = 0;
+	uint32_t *tgt, *src;
+	int ctx;
+
+	assert_int_equal(fi_atomicvalid(e->ep, FI_UINT32, FI_SUM, &max), 0);
+	tgt = malloc(n * sizeof(*tgt));
+	src = malloc(n * sizeof(*src));
+	assert_non_null(tgt);
+	assert_non_null(src);
+	for (size_t i = 0; i < n; i++) {
+		tgt[i] = (uint32_t)(i * 2654435761u);
+		src[i] = (uint32_t)big_s(i) << 8 | (uint32_t)(i & 0xff);
+	}
+	assert_int_equal(fi_mr_reg(e->domain, tgt, n * sizeof(*tgt),
+				   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 12, 0, &mr, NULL),
+			 0);
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t off = 0; off < n;) {
+			size_t cnt = n - off < max ? n - off : max;
+			ssize_t rc = fi_atomic(e->ep, src + off, cnt, NULL, e->self,
+					       off * sizeof(*tgt), 12, FI_UINT32, FI_SUM, &ctx);
+			struct fi_cq_tagged_entry ce[16];
+
+			if (rc == 0) {
+				posted++;
+				off += cnt;
+			} else {
+				assert_int_equal(rc, -FI_EAGAIN);
+			}
+			rc = fi_cq_read(e->cq, ce, 16);
+			if (rc > 0)
+				done += (size_t)rc;
+			else
+				assert_int_equal(rc, -FI_EAGAIN);
+		}
+	}
+	{
+		struct timespec t0, t;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (done < posted) {
+			struct fi_cq_tagged_entry ce[16];
+			ssize_t rc = fi_cq_read(e->cq, ce, 16);
+
+			if (rc > 0)
+				done += (size_t)rc;
+			else
+				assert_int_equal(rc, -FI_EAGAIN);
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			assert_true(t.tv_sec - t0.tv_sec < 20);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t want = (uint32_t)(i * 2654435761u) + 2 * src[i];
+
+		if (tgt[i] != want)
+			fail_msg("element %zu: %u, expected %u", i, tgt[i], want);
+	}
+	fi_close(&mr->fid);
+	free(tgt);
+	free(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +412,9 @@ int main(void)
 		cmocka_unit_test(test_kernel_wrap),
 		cmocka_unit_test_setup_teardown(test_query, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_loopback, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_large_max, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_large_counts, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_large_stream, fx_setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
