@@ -10,7 +10,10 @@
  * what an op means is written once.  Elements are loaded and stored with
  * memcpy: the target's address need not be aligned, and the compiler
  * still emits plain loads and stores.  Signed integer arithmetic is done
- * in the unsigned type (wrap-around, never undefined behaviour).
+ * in the unsigned type (wrap-around, never undefined behaviour).  The
+ * common accumulates on integers, float and double (SUM PROD MIN MAX,
+ * the bitwise ops, ATOMIC_READ/WRITE) also have a vectorised kernel, by
+ * blocks, that runs a large accumulate at about the speed of memcpy.
  *
  * Which op is valid on which type (the data path and fi_query_atomic use
  * the same table, opx_atomic_valid):
@@ -141,6 +144,95 @@ bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype
 		return 0;                                                                          \
 	}
 
+/* The common accumulates (what an application sums, bounds or masks a
+ * large array with) have a second, vectorised kernel per type.  The
+ * element loop above dispatches on op for every element and cannot be
+ * vectorised: a 8 KiB FI_SUM of 32-bit integers took 2.4 us there (3.4
+ * GB/s), against 0.6 us here, about memcpy's speed.  Here op is a
+ * constant in each instance of the loop, so its switch folds away, and
+ * the elements go in blocks of a fixed count through local arrays (gcc
+ * at -O2 vectorises only loops whose trip count is a multiple of the
+ * vector length; the locals also make aliasing between the target and
+ * the operands harmless).  What is left after the last whole block goes
+ * through the element loop.  Results are the element loop's, element by
+ * element: no reassociation, the same wrap-around integer arithmetic,
+ * min and max written the same way.  Old values go to res first (fetch);
+ * FI_ATOMIC_READ leaves the target unwritten. */
+#define OPX_AT_BLOCK 8 /* 16 was no faster (8 KiB FI_SUM u32) and 11 KB more code */
+
+#define OPX_AT_FAST_ARITH(T, UT)                                                                   \
+	case FI_SUM: d[j] = (T)((UT)d[j] + (UT)s[j]); break;                                       \
+	case FI_PROD: d[j] = (T)((UT)d[j] * (UT)s[j]); break;                                      \
+	case FI_ATOMIC_WRITE: d[j] = s[j]; break;                                                  \
+	case FI_MIN: if (s[j] < d[j]) d[j] = s[j]; break;                                          \
+	case FI_MAX: if (s[j] > d[j]) d[j] = s[j]; break;
+
+#define OPX_AT_FAST_BITS                                                                           \
+	case FI_BOR: d[j] = d[j] | s[j]; break;                                                    \
+	case FI_BAND: d[j] = d[j] & s[j]; break;                                                   \
+	case FI_BXOR: d[j] = d[j] ^ s[j]; break;
+
+/* One block of OPX_AT_BLOCK elements; always inlined with a constant
+ * op. */
+#define OPX_AT_BLOCK_FN(name, T, CASES)                                                            \
+	static inline __attribute__((always_inline)) void name(enum fi_op op, uint8_t *dst,       \
+							       const uint8_t *src, uint8_t *res)  \
+	{                                                                                          \
+		T d[OPX_AT_BLOCK], s[OPX_AT_BLOCK];                                                \
+		memcpy(d, dst, sizeof(d));                                                         \
+		if (res)                                                                           \
+			memcpy(res, d, sizeof(d));                                                 \
+		if (op == FI_ATOMIC_READ)                                                          \
+			return;                                                                    \
+		memcpy(s, src, sizeof(s));                                                         \
+		for (size_t j = 0; j < OPX_AT_BLOCK; j++) {                                        \
+			switch (op) {                                                              \
+				CASES                                                              \
+			default:                                                                   \
+				break;                                                             \
+			}                                                                          \
+		}                                                                                  \
+		memcpy(dst, d, sizeof(d));                                                         \
+	}
+
+/* Every whole block of the call with op constant (src is NULL only for
+ * FI_ATOMIC_READ), the rest through the element loop, any. */
+#define OPX_AT_RUN(blk, any, T, OP)                                                                \
+	do {                                                                                       \
+		size_t i = 0;                                                                      \
+		for (; i + OPX_AT_BLOCK <= cnt; i += OPX_AT_BLOCK)                                 \
+			blk(OP, dst + i * sizeof(T), src ? src + i * sizeof(T) : NULL,             \
+			    res ? res + i * sizeof(T) : NULL);                                     \
+		if (i == cnt)                                                                      \
+			return 0;                                                                  \
+		return any(OP, dst + i * sizeof(T), src ? src + i * sizeof(T) : NULL, NULL,       \
+			   res ? res + i * sizeof(T) : NULL, cnt - i);                             \
+	} while (0)
+
+/* A type's kernel: the fast ops through its blocks, every other op (and
+ * an op the type does not take) through its element loop, any. */
+#define OPX_AT_DISPATCH(name, T, any, blk, BITS)                                                   \
+	static int name(enum fi_op op, uint8_t *dst, const uint8_t *src, const uint8_t *cmp,      \
+			uint8_t *res, size_t cnt)                                                  \
+	{                                                                                          \
+		switch (op) {                                                                      \
+		case FI_SUM: OPX_AT_RUN(blk, any, T, FI_SUM);                                      \
+		case FI_PROD: OPX_AT_RUN(blk, any, T, FI_PROD);                                    \
+		case FI_MIN: OPX_AT_RUN(blk, any, T, FI_MIN);                                      \
+		case FI_MAX: OPX_AT_RUN(blk, any, T, FI_MAX);                                      \
+		case FI_ATOMIC_WRITE: OPX_AT_RUN(blk, any, T, FI_ATOMIC_WRITE);                    \
+		case FI_ATOMIC_READ: OPX_AT_RUN(blk, any, T, FI_ATOMIC_READ);                      \
+		BITS                                                                               \
+		default:                                                                           \
+			return any(op, dst, src, cmp, res, cnt);                                   \
+		}                                                                                  \
+	}
+
+#define OPX_AT_DISPATCH_BITS(blk, any, T)                                                          \
+	case FI_BOR: OPX_AT_RUN(blk, any, T, FI_BOR);                                              \
+	case FI_BAND: OPX_AT_RUN(blk, any, T, FI_BAND);                                            \
+	case FI_BXOR: OPX_AT_RUN(blk, any, T, FI_BXOR);
+
 /* Integers: arithmetic in the unsigned type, promoted at least to
  * unsigned int so that u16 * u16 cannot overflow a signed int. */
 #define OPX_AT_INT(name, T, UT) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, __typeof__(1u * (UT)0)) \
@@ -148,18 +240,30 @@ bool opx_atomic_valid(enum opx_atomic_kind kind, enum fi_op op, enum fi_datatype
 #define OPX_AT_REAL(name, T) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, T) OPX_AT_CASES_ORDER)
 #define OPX_AT_CPLX(name, T) OPX_AT_KERNEL(name, T, OPX_AT_CASES_ALL(T, T))
 
-OPX_AT_INT(opx_atomic_i8, int8_t, uint8_t)
-OPX_AT_INT(opx_atomic_u8, uint8_t, uint8_t)
-OPX_AT_INT(opx_atomic_i16, int16_t, uint16_t)
-OPX_AT_INT(opx_atomic_u16, uint16_t, uint16_t)
-OPX_AT_INT(opx_atomic_i32, int32_t, uint32_t)
-OPX_AT_INT(opx_atomic_u32, uint32_t, uint32_t)
-OPX_AT_INT(opx_atomic_i64, int64_t, uint64_t)
-OPX_AT_INT(opx_atomic_u64, uint64_t, uint64_t)
+/* The types with a fast kernel: name##_any is the element loop. */
+#define OPX_AT_INT_FAST(name, T, UT)                                                               \
+	OPX_AT_INT(name##_any, T, UT)                                                              \
+	OPX_AT_BLOCK_FN(name##_blk, T,                                                             \
+			OPX_AT_FAST_ARITH(T, __typeof__(1u * (UT)0)) OPX_AT_FAST_BITS)             \
+	OPX_AT_DISPATCH(name, T, name##_any, name##_blk,                                           \
+			OPX_AT_DISPATCH_BITS(name##_blk, name##_any, T))
+#define OPX_AT_REAL_FAST(name, T)                                                                  \
+	OPX_AT_REAL(name##_any, T)                                                                 \
+	OPX_AT_BLOCK_FN(name##_blk, T, OPX_AT_FAST_ARITH(T, T))                                    \
+	OPX_AT_DISPATCH(name, T, name##_any, name##_blk, )
+
+OPX_AT_INT_FAST(opx_atomic_i8, int8_t, uint8_t)
+OPX_AT_INT_FAST(opx_atomic_u8, uint8_t, uint8_t)
+OPX_AT_INT_FAST(opx_atomic_i16, int16_t, uint16_t)
+OPX_AT_INT_FAST(opx_atomic_u16, uint16_t, uint16_t)
+OPX_AT_INT_FAST(opx_atomic_i32, int32_t, uint32_t)
+OPX_AT_INT_FAST(opx_atomic_u32, uint32_t, uint32_t)
+OPX_AT_INT_FAST(opx_atomic_i64, int64_t, uint64_t)
+OPX_AT_INT_FAST(opx_atomic_u64, uint64_t, uint64_t)
 OPX_AT_INT(opx_atomic_i128, opx_i128, opx_u128)
 OPX_AT_INT(opx_atomic_u128, opx_u128, opx_u128)
-OPX_AT_REAL(opx_atomic_flt, float)
-OPX_AT_REAL(opx_atomic_dbl, double)
+OPX_AT_REAL_FAST(opx_atomic_flt, float)
+OPX_AT_REAL_FAST(opx_atomic_dbl, double)
 OPX_AT_REAL(opx_atomic_ldbl, long double)
 OPX_AT_CPLX(opx_atomic_cflt, float complex)
 OPX_AT_CPLX(opx_atomic_cdbl, double complex)

@@ -58,6 +58,61 @@ static void test_kernels(void **state)
 	assert_true(checked > 200);
 }
 
+/* The kernels over many elements, every op x datatype and every count
+ * around the vectorised kernels' block (OPX_AT_BLOCK, 8 elements) and
+ * its multiples, plus one that is none of those: each element against
+ * the reference, the fetched old values, and nothing written past the
+ * count.  Values vary with a period (11) prime to the block, so an
+ * element taken from the wrong place shows. */
+static void test_kernel_blocks(void **state)
+{
+	(void)state;
+	static const size_t counts[] = {1, 2, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 100};
+	enum { MAXN = 100, PAD = 4 };
+	int checked = 0;
+
+	for (int dt = 0; dt < NDT; dt++) {
+		size_t sz = dsize(dt);
+
+		for (int op = 0; op < FI_ATOMIC_OP_LAST; op++) {
+			if (!(ref_valid(0, op, dt) || ref_valid(1, op, dt) || ref_valid(2, op, dt)))
+				continue;
+			for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+				size_t n = counts[k];
+				uint8_t d[(MAXN + PAD) * 32], s[(MAXN + PAD) * 32];
+				uint8_t c[(MAXN + PAD) * 32], r[(MAXN + PAD) * 32];
+
+				for (size_t i = 0; i < MAXN + PAD; i++) {
+					ref_put(dt, d, (int)i, (int64_t)((i * 5 + 1) % 11));
+					ref_put(dt, s, (int)i, (int64_t)((i * 3 + 2) % 11));
+					ref_put(dt, c, (int)i, (int64_t)((i * 7) % 11));
+				}
+				memset(r, 0xa5, sizeof(r));
+				assert_int_equal(opx_atomic_apply(op, dt, d, s, c, r, n), 0);
+				for (size_t i = 0; i < MAXN + PAD; i++) {
+					int64_t d0 = (int64_t)((i * 5 + 1) % 11);
+					int64_t want = i < n ? ref_op(op, d0, (int64_t)((i * 3 + 2) % 11),
+								      (int64_t)((i * 7) % 11))
+							     : d0;
+
+					if (!ref_same(dt, d, (int)i, want))
+						fail_msg("op %d dt %d count %zu: element %zu", op, dt, n,
+							 i);
+					if (i < n && !ref_same(dt, r, (int)i, d0))
+						fail_msg("op %d dt %d count %zu: fetched %zu", op, dt, n,
+							 i);
+				}
+				for (size_t b = n * sz; b < sizeof(r); b++)
+					if (r[b] != 0xa5)
+						fail_msg("op %d dt %d count %zu: byte %zu past the result",
+							 op, dt, n, b);
+				checked++;
+			}
+		}
+	}
+	assert_true(checked > 2000);
+}
+
 /* Wrap-around, not undefined behaviour, for signed overflow. */
 static void test_kernel_wrap(void **state)
 {
@@ -409,6 +464,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernels),
+		cmocka_unit_test(test_kernel_blocks),
 		cmocka_unit_test(test_kernel_wrap),
 		cmocka_unit_test_setup_teardown(test_query, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_loopback, fx_setup, fx_teardown),
