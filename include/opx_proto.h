@@ -25,6 +25,12 @@
  *  ATOMIC     remote addr  (opx_rma.h) op/dt/kind  rma.key, rma.op         operands
  *  RMA_RESP   request's op status      -           inline result           result or grant
  *
+ * hdr.psn is 0 but in checksummed message packets (OPX_PF_CSUM: the CRC)
+ * and in one-sided requests (RMA_WRITE, RMA_READ, ATOMIC): the sending
+ * context's nonce, so that a target answering through its cache of
+ * peers knows the cached one is the sender (opx_rndv_src_peer); 0 from
+ * an older sender, which costs the target a liveness check.
+ *
  * Cookies name the sender's (cookie) or the receiver's (rx_cookie)
  * rendezvous slot: index in the low 32 bits, a random generation in the
  * high 32, so a stale or forged one is refused (opx_rndv.c).  The

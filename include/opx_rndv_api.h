@@ -21,7 +21,8 @@ int opx_rndv_match(struct opx_ep *ep, struct opx_rx_req *req, size_t off, size_t
 		   struct opx_ux *ux);
 void opx_rndv_discard(struct opx_ep *ep, struct opx_ux *ux);
 struct shim_peer *opx_rndv_reply_peer(struct opx_ep *ep, const struct shim_addr *to, fi_addr_t src);
-struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src);
+struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, uint32_t nonce,
+				    fi_addr_t src);
 /* The rendezvous packets' receive handlers (opx_rx_ops[] dispatches to
  * them): DONE, CTS, DATA (TID-placed), CTW, WDONE. */
 int opx_rndv_rx_done(struct opx_ep *ep, const struct shim_rhq_entry *e, const uint8_t *pay);

@@ -177,6 +177,20 @@ static bool opx_rma_direct(struct opx_ep *ep, const struct opx_rma_args *a,
 	return true;
 }
 
+/* The header of a one-sided request.  hdr.psn, which only checksummed
+ * message packets use, carries our context's nonce: the target answers
+ * requests through a cache of peers by (lid, ctx), and a request whose
+ * nonce is the cached peer's comes from that very context, so the target
+ * need not ask the kernel whether the cached one is still alive (a
+ * system call per request, opx_rndv_src_peer). */
+static inline void opx_rma_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,
+				    const struct shim_peer *peer, uint8_t op, uint8_t pflags,
+				    uint32_t paylen, uint32_t msgid, uint64_t tag, uint64_t data)
+{
+	opx_ep_hdr_init(h, ep, peer, op, pflags, paylen, msgid, tag, data);
+	h->psn = ep->addr.nonce;
+}
+
 /* Send the one request of a CMA operation (opx_rma.h).  While no CMA
  * operation to that address has worked yet, it is a probe: later
  * operations wait for its answer, which may send it back to chunks; a
@@ -208,9 +222,9 @@ static int opx_rma_push_cma(struct opx_ep *ep, struct opx_rma_state *st, struct 
 	if (op->flags & FI_REMOTE_CQ_DATA)
 		pflags |= OPX_PF_CQDATA;
 	e = shim_pio_entry(peer, &r, 0);
-	opx_ep_hdr_init(&e->hdr, ep, peer,
-			op->type == OPX_RT_WRITE ? OPX_OP_RMA_WRITE : OPX_OP_RMA_READ, pflags,
-			sizeof(*q), (uint32_t)op->len, op->addr, op->data);
+	opx_rma_hdr_init(&e->hdr, ep, peer,
+			 op->type == OPX_RT_WRITE ? OPX_OP_RMA_WRITE : OPX_OP_RMA_READ, pflags,
+			 sizeof(*q), (uint32_t)op->len, op->addr, op->data);
 	opx_proto_pw_set(&e->hdr, &(union opx_proto_pw){
 					  .rma = {.key = op->key,
 						  .op = opx_rma_cookie(st, op) | OPX_RMA_LAST}});
@@ -239,8 +253,8 @@ static int opx_rma_written_try(struct opx_ep *ep, struct opx_rma_state *st)
 			return rc;
 		if (!rc) { /* else the target is gone: nobody to tell, nothing to hold */
 			e = shim_pio_entry(w->peer, &r, 0);
-			opx_ep_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0,
-					w->len, w->addr, w->data);
+			opx_rma_hdr_init(&e->hdr, ep, w->peer, OPX_OP_RMA_WRITE, w->pflags, 0,
+					 w->len, w->addr, w->data);
 			opx_proto_pw_set(&e->hdr, &(union opx_proto_pw){
 							  .rma = {.key = w->key, .op = w->cookie}});
 			shim_pio_publish(w->peer, &r, 0, 0);
@@ -331,8 +345,8 @@ static int opx_rma_push(struct opx_ep *ep, struct opx_rma_state *st, struct opx_
 		e = shim_pio_entry(peer, &r, 0);
 		/* the first of several chunks carries the whole length, so the
 		 * target checks the whole range before any chunk lands */
-		opx_ep_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
-				op->addr + off, op->sent == 0 && !last ? op->len : op->data);
+		opx_rma_hdr_init(&e->hdr, ep, peer, opcode[op->type], pflags, paylen, msgid,
+				 op->addr + off, op->sent == 0 && !last ? op->len : op->data);
 		opx_proto_pw_set(&e->hdr,
 				 &(union opx_proto_pw){.rma = {.key = op->key,
 							       .op = opx_rma_cookie(st, op) |

@@ -343,7 +343,7 @@ int opx_rma_target_rx_request(struct opx_ep *ep, const struct shim_rhq_entry *e,
 		opx_drop_proto(ep, "no memory for one-sided state");
 		return 0;
 	}
-	peer = opx_rndv_src_peer(ep, h->slid, h->sctx, src);
+	peer = opx_rndv_src_peer(ep, h->slid, h->sctx, h->psn, src);
 	if (!peer) {
 		opx_drop_proto(ep, "one-sided request from a sender that cannot be answered");
 		return 0;

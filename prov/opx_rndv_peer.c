@@ -301,8 +301,15 @@ struct shim_peer *opx_rndv_reply_peer(struct opx_ep *ep, const struct shim_addr 
  * the shim's records, never from the packet: a udp flow that spoke as
  * that (lid, ctx), or the context of this host that has it.  A one-sided
  * target need not have its initiators in its AV (Open MPI's osc rdma
- * inserts only the peers a rank initiates to). */
-struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, fi_addr_t src)
+ * inserts only the peers a rank initiates to).  A cached peer at that
+ * (lid, ctx) may be a dead process's whose context number was reused, so
+ * it is taken only while alive, which costs a system call (the owner's
+ * lock, shim_peer_alive): about half of an 8-byte atomic's round trip
+ * under Open MPI.  Unless the packet carries its sender's context nonce
+ * (nonce, 0: none; one-sided requests do, in hdr.psn) and it is the
+ * cached peer's: then the cached peer is the sender itself. */
+struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t sctx, uint32_t nonce,
+				    fi_addr_t src)
 {
 	struct shim_peer *p;
 	struct shim_addr a;
@@ -311,7 +318,8 @@ struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t s
 	    !opx_ep_peer_locked(ep, src, &p) && p->lid == slid && p->ctx == sctx)
 		return p;
 	p = ep->anon[opx_rndv_anon_slot(slid, sctx)];
-	if (p && p->lid == slid && p->ctx == sctx && shim_peer_alive(p))
+	if (p && p->lid == slid && p->ctx == sctx &&
+	    ((nonce && p->addr.nonce == nonce) || shim_peer_alive(p)))
 		return p;
 	if (opx_av_src_addr(ep->domain->fabric->dev, ep->shim, slid, sctx, &a))
 		return NULL;

@@ -11,7 +11,10 @@
  *    credits come back, and a live but slow sender is never skipped;
  *  - claim slots of dead senders taken over, more senders than slots;
  *  - sends to, and directed receives from, a receiver that died;
- *  - fi_av_remove while a rendezvous with that peer is in flight.
+ *  - fi_av_remove while a rendezvous with that peer is in flight;
+ *  - a one-sided target's cached peer of a sender that went away, and its
+ *    context number taken again: answered by the nonce the request
+ *    carries, never through the gone one.
  * Peers that lie (forged rendezvous packets, the split copy refused) are
  * in test_peer_forged.c, the split copy's other choices in
  * test_peer_split.c; what they share is peer_fixture.c.
@@ -35,6 +38,7 @@
 
 #include "../../driver-shim/shim_internal.h"
 #include "opx_ep.h"
+#include "opx_rndv_api.h"
 
 #define TP_MTU 1024u
 #define TP_HDRQ 64u
@@ -462,6 +466,77 @@ static void test_av_remove_inflight(void **state)
 }
 
 /* ---------------------------------------------------------------------
+ * Whom a one-sided target answers (opx_rndv_src_peer).
+ */
+
+static struct shim_peer *tp_src_peer(struct tp_env *t, const struct shim_addr *a, uint32_t nonce)
+{
+	struct opx_ep *ep = opx_ep_of(t->fx.ep);
+	struct shim_peer *p;
+
+	opx_lock_acquire(&ep->domain->lock);
+	p = opx_rndv_src_peer(ep, a->lid, a->ctx, nonce, FI_ADDR_NOTAVAIL);
+	opx_lock_release(&ep->domain->lock);
+	return p;
+}
+
+/* An initiator the target's AV does not have is answered through the
+ * target's cache of peers by (lid, ctx).  A request carrying the cached
+ * peer's nonce (in hdr.psn) comes from that very context: it is answered
+ * through the cache without asking the kernel whether the peer lives,
+ * even once it is gone (the answer is merely lost, as it would be a
+ * moment later).  A request without a nonce, or with another one (the
+ * context number taken again by a new endpoint), never gets the cached
+ * peer of a context that is gone: the new owner's, or none. */
+static void test_src_peer_nonce(void **state)
+{
+	struct tp_env *t = *state;
+	struct fi_cq_attr ca = {.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE};
+	struct hfi1_ctxt_info ci;
+	struct hfi1_base_info bi;
+	struct shim_ctx *c;
+	struct fid_ep *b;
+	struct fid_cq *cq;
+	struct shim_addr ab, ac;
+	struct shim_peer *p, *q;
+
+	assert_int_equal(fi_cq_open(t->fx.domain, &ca, &cq, NULL), 0);
+	tp_ep_on(t, cq, &b); /* not inserted in the target's AV */
+	ab = tp_name(b);
+	assert_int_not_equal(ab.nonce, 0);
+
+	p = tp_src_peer(t, &ab, ab.nonce);
+	assert_non_null(p);
+	assert_int_equal(p->addr.nonce, ab.nonce);
+	assert_ptr_equal(tp_src_peer(t, &ab, ab.nonce), p); /* cached */
+	assert_ptr_equal(tp_src_peer(t, &ab, 0), p);        /* alive */
+
+	assert_int_equal(fi_close(&b->fid), 0);
+	assert_ptr_equal(tp_src_peer(t, &ab, ab.nonce), p); /* the sender itself */
+	q = tp_src_peer(t, &ab, 0);
+	assert_true(q != p);
+	assert_true(q == NULL || q->addr.nonce != ab.nonce);
+	q = tp_src_peer(t, &ab, ab.nonce + 1);
+	assert_true(q == NULL || q->addr.nonce != ab.nonce);
+
+	/* the context number taken again, by a new context (another nonce) */
+	assert_int_equal(shim_ctx_open_at(opx_ep_of(t->fx.ep)->domain->fabric->dev, ab.unit, ab.ctx,
+					  0, &c, &ci, &bi),
+			 0);
+	shim_ctx_addr(c, &ac);
+	assert_int_equal(ac.ctx, ab.ctx);
+	assert_int_not_equal(ac.nonce, ab.nonce);
+	q = tp_src_peer(t, &ac, ac.nonce);
+	assert_non_null(q);
+	assert_true(q != p);
+	assert_int_equal(q->addr.nonce, ac.nonce);
+	assert_ptr_equal(tp_src_peer(t, &ac, ac.nonce), q); /* cached now */
+	assert_ptr_equal(tp_src_peer(t, &ac, 0), q);
+	shim_ctx_close(c);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
+/* ---------------------------------------------------------------------
  * A receiver that died (item 2).
  */
 
@@ -545,6 +620,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hole_provider, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_av_remove_inflight, tp_setup, tp_teardown),
 		cmocka_unit_test_setup_teardown(test_dead_receiver, tp_setup, tp_teardown),
+		cmocka_unit_test_setup_teardown(test_src_peer_nonce, tp_setup, tp_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
