@@ -47,9 +47,10 @@
 #   BENCH_RMA_TARGET     seconds per measured point (default 0.1)
 #   BENCH_RMA_DC=0       skip the FI_DELIVERY_COMPLETE put pass
 #   BENCH_RMA_MPI=0      skip the Open MPI part
-#   BENCH_RMA_MPI_SIZES  MPI sizes (default 8 B .. 1 MiB, x8, plus 4 KiB x4)
+#   BENCH_RMA_MPI_SIZES  MPI sizes (default 1 B .. 4 MiB: 1, 8, 64, 128 and 256 B
+#                        either side of osc rdma's per-element atomics, then x4)
 #   BENCH_REPEAT         runs per figure, best reported (default 3)
-#   BENCH_RMA_DEADLINE   seconds for the whole script (default 420)
+#   BENCH_RMA_DEADLINE   seconds for the whole script (default 480)
 #   BENCH_OUT            where the tables (bench-rma.txt) and plots go
 set -u
 
@@ -59,11 +60,11 @@ BENCH_NAME=bench-rma.sh
 
 MAX=${BENCH_RMA_MAX:-16777216}
 TARGET=${BENCH_RMA_TARGET:-0.1}
-MPI_SIZES=${BENCH_RMA_MPI_SIZES:-"8 64 512 4096 16384 65536 262144 1048576"}
+MPI_SIZES=${BENCH_RMA_MPI_SIZES:-"1 8 64 128 256 1024 4096 16384 65536 262144 1048576 4194304"}
 START=$SECONDS
-DEADLINE=$((START + ${BENCH_RMA_DEADLINE:-420}))
+DEADLINE=$((START + ${BENCH_RMA_DEADLINE:-480}))
 # The libfabric part stops early enough to leave the MPI part its time.
-MPI_RESERVE=$((40 * REPEAT))
+MPI_RESERVE=$((60 * REPEAT))
 [ "${BENCH_RMA_MPI:-1}" = 0 ] && MPI_RESERVE=0
 RUN_TMO=60
 MPI_TMO=90
