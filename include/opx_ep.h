@@ -107,6 +107,13 @@ struct opx_ep_rndv {
 	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */
 };
 
+/* The transmit core's counters (opx_msg.c; opx_rndv.c takes message ids,
+ * opx_rx.c ends a streak). */
+struct opx_ep_msg {
+	uint32_t next_msgid;
+	uint32_t tx_streak; /* eager sends since a packet arrived: > 1 streams */
+};
+
 /* The matching engine's queues (opx_match.c) and the unexpected store's
  * bounds (ux_bytes, ux_src, ux_srcs, ux_slack: opx_ux.c). */
 struct opx_ep_match {
@@ -167,8 +174,7 @@ struct opx_ep {
 	uint32_t pid;
 
 	/* transmit */
-	uint32_t next_msgid;
-	uint32_t tx_streak; /* eager sends since a packet arrived: > 1 streams */
+	struct opx_ep_msg msg_st;
 	struct opx_rndv_tx *rndv;
 	struct opx_ep_rndv rndv_st;
 

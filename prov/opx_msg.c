@@ -89,7 +89,7 @@ static __attribute__((noinline)) void opx_msg_send_seal(struct shim_rhq_entry *e
 static inline void opx_msg_send_next(struct opx_ep *ep, struct shim_peer *peer,
 				     const struct shim_pio_resv *r, size_t len)
 {
-	if (ep->tx_streak++)
+	if (ep->msg_st.tx_streak++)
 		shim_pio_prefetch_next(peer, r);
 	else if (len > 2 * SHIM_BLOCK)
 		shim_pio_own_next(peer, r, shim_egr_blocks_for((uint32_t)len));
@@ -137,7 +137,7 @@ static inline int opx_msg_send_eager(struct opx_ep *ep, struct shim_peer *peer,
 	}
 
 	uint32_t npkts = (uint32_t)((len + mtu - 1) / mtu);
-	uint32_t msgid = ep->next_msgid++;
+	uint32_t msgid = ep->msg_st.next_msgid++;
 
 	rc = shim_pio_reserve(peer, npkts, (uint32_t)len, &r);
 	if (rc)

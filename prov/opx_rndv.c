@@ -170,8 +170,8 @@ int opx_rndv_send(struct opx_ep *ep, struct shim_peer *peer, const struct iovec 
 		rts->iov_len[i] = i < cnt ? iov[i].iov_len : 0;
 	}
 	e = shim_pio_entry(peer, &r, 0);
-	opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts), ep->next_msgid++, tag,
-			data);
+	opx_ep_hdr_init(&e->hdr, ep, peer, OPX_OP_RTS, pflags, sizeof(*rts),
+			ep->msg_st.next_msgid++, tag, data);
 	opx_proto_pw_set(&e->hdr,
 			 &(union opx_proto_pw){.rts = {.len = len,
 						       .cookie = opx_rndv_cookie(

@@ -592,7 +592,7 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 	}
 	if (n) {
 		shim_rx_credit_flush(rx);
-		ep->tx_streak = 0;
+		ep->msg_st.tx_streak = 0;
 	} else {
 		shim_rx_prefetch_next(rx); /* nothing yet: what comes next */
 	}
