@@ -107,11 +107,23 @@ struct opx_ep_rndv {
 	struct opx_list cts_defer; /* matched rendezvous waiting for TIDs */
 };
 
-/* The transmit core's counters (opx_msg.c; opx_rndv.c takes message ids,
- * opx_rx.c ends a streak). */
+/* The transmit core's counters (opx_msg.c; also opx_rndv.c, opx_rx.c). */
 struct opx_ep_msg {
 	uint32_t next_msgid;
 	uint32_t tx_streak; /* eager sends since a packet arrived: > 1 streams */
+};
+
+/* The receive path's state (opx_rx.c, opx_progress.c; last_*: opx_ep_src). */
+struct opx_ep_rx {
+	/* opx_rx_defer: drains in a row that left an unmatched first packet
+	 * in the ring, and whether the coming drain may not (a peek's) */
+	uint32_t rx_defers;
+	bool rx_no_defer;
+	uint32_t idle;           /* empty progress calls in a row (opx_progress.c) */
+	uint16_t last_slid;
+	uint16_t last_sctx;
+	fi_addr_t last_src;
+	const struct opx_av *last_av;
 };
 
 /* The matching engine's queues (opx_match.c) and the unexpected store's
@@ -180,15 +192,7 @@ struct opx_ep {
 
 	/* receive / matching */
 	struct opx_ep_match match;
-	/* opx_rx_defer: drains in a row that left an unmatched first packet
-	 * in the ring, and whether the coming drain may not (a peek's) */
-	uint32_t rx_defers;
-	bool rx_no_defer;
-	uint32_t idle;
-	uint16_t last_slid;
-	uint16_t last_sctx;
-	fi_addr_t last_src;
-	const struct opx_av *last_av;
+	struct opx_ep_rx rx_st;
 	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_rndv_reply_peer's cache */
 	/* udp peers of the AV opened through this endpoint's own socket when
 	 * the AV's are another endpoint's (opx_ep_peer_locked), by fi_addr */
@@ -325,18 +329,20 @@ static inline fi_addr_t opx_ep_src_public(fi_addr_t src)
 
 static inline fi_addr_t opx_ep_src(struct opx_ep *ep, uint16_t slid, uint16_t sctx)
 {
+	struct opx_ep_rx *r = &ep->rx_st;
+
 	/* an unknown source (NOTAVAIL or anon) is looked up again: it may
 	 * have been inserted since */
-	if (slid != ep->last_slid || sctx != ep->last_sctx || ep->last_src >= OPX_SRC_ANON) {
-		ep->last_slid = slid;
-		ep->last_sctx = sctx;
-		ep->last_src = opx_av_src_locked(ep->av, slid, sctx);
+	if (slid != r->last_slid || sctx != r->last_sctx || r->last_src >= OPX_SRC_ANON) {
+		r->last_slid = slid;
+		r->last_sctx = sctx;
+		r->last_src = opx_av_src_locked(ep->av, slid, sctx);
 		/* keep who it was: a directed receive matches it once the
 		 * application has inserted the sender (opx_match_ux) */
-		if (__builtin_expect(ep->last_src == FI_ADDR_NOTAVAIL, 0))
-			ep->last_src = OPX_SRC_ANON_MAKE(slid, sctx);
+		if (__builtin_expect(r->last_src == FI_ADDR_NOTAVAIL, 0))
+			r->last_src = OPX_SRC_ANON_MAKE(slid, sctx);
 	}
-	return ep->last_src;
+	return r->last_src;
 }
 
 extern struct fi_ops_msg opx_ops_msg;

@@ -694,7 +694,7 @@ int opx_ep_open(struct fid_domain *fdom, struct fi_info *info, struct fid_ep **e
  * empty queues and its operation tables. */
 static void opx_ep_init_fid(struct opx_ep *ep, size_t fclass, void *context)
 {
-	ep->last_src = FI_ADDR_NOTAVAIL;
+	ep->rx_st.last_src = FI_ADDR_NOTAVAIL;
 	opx_list_init(&ep->rndv_st.ctl_pend);
 	opx_list_init(&ep->match.posted_tag);
 	opx_list_init(&ep->match.posted_msg);

@@ -371,9 +371,9 @@ static inline ssize_t opx_msg_recv_common(struct fid_ep *fep, const struct iovec
 	/* a peek answers from what arrived: let it arrive first (progress
 	 * does nothing on an endpoint not enabled yet) */
 	if (__builtin_expect(flags & FI_PEEK, 0)) {
-		ep->rx_no_defer = true;
+		ep->rx_st.rx_no_defer = true;
 		opx_progress_locked(ep);
-		ep->rx_no_defer = false;
+		ep->rx_st.rx_no_defer = false;
 	}
 	rc = opx_match_recv_locked(ep, iov, cnt, src, tag, ignore, context, flags, tagged);
 	OPX_EP_UNLOCK(ep);

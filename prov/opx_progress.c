@@ -86,22 +86,22 @@ void opx_progress_locked(struct opx_ep *ep)
 	n = opx_rx_drain(ep, budget);
 	/* Idle polling must not starve other ranks sharing a core. */
 	if (n) {
-		ep->idle = 0;
+		ep->rx_st.idle = 0;
 		return;
 	}
 	/* A dead sender's hole is looked for every 64 empty polls (cheap: a
 	 * load of our own head entry and a clock read; the senders' tail only
 	 * after 20 ms standing still), so blocking waits, which progress once
 	 * per sleep slice, also get past one. */
-	if ((++ep->idle & 63) == 0) {
+	if ((++ep->rx_st.idle & 63) == 0) {
 		/* it also tells peers that we poll: below their size
 		 * thresholds they copy one-sided data by themselves only
 		 * while we do not (opx_rma.c) */
 		if (shim_claim_rx_recover(ep->shim) > 0)
 			return; /* filled: poll again */
 	}
-	if (ep->idle >= (uint32_t)opx_env.spin_count) {
-		ep->idle = 0;
+	if (ep->rx_st.idle >= (uint32_t)opx_env.spin_count) {
+		ep->rx_st.idle = 0;
 		opx_rndv_check_peers(ep); /* paced: at most every 50 ms */
 		sched_yield();
 	}

@@ -113,11 +113,11 @@ void opx_rx_advertise(struct opx_ep *ep)
  * it waits little.  A peek never waits: it answers from what arrived. */
 static inline bool opx_rx_defer(struct opx_ep *ep)
 {
-	if (ep->rx_no_defer || ep->rx_defers >= OPX_RX_DEFER_MAX ||
+	if (ep->rx_st.rx_no_defer || ep->rx_st.rx_defers >= OPX_RX_DEFER_MAX ||
 	    !opx_list_empty(&ep->match.posted_tag) || !opx_list_empty(&ep->match.posted_msg) ||
 	    ep->rndv_st.rndv_busy || ep->rndv_st.rndv_rx_busy || ep->match.mp.active || opx_rma_outstanding(ep))
 		return false;
-	ep->rx_defers++;
+	ep->rx_st.rx_defers++;
 	return true;
 }
 
@@ -128,7 +128,7 @@ static inline struct opx_rx_req *opx_rx_match(struct opx_ep *ep, bool tagged, ui
 	struct opx_rx_req *req = opx_match_posted(ep, tagged, tag, src);
 
 	if (req)
-		ep->rx_defers = 0;
+		ep->rx_st.rx_defers = 0;
 	return req;
 }
 
