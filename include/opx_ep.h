@@ -126,6 +126,17 @@ struct opx_ep_rx {
 	const struct opx_av *last_av;
 };
 
+/* Peers opened by the endpoint itself (opx_rndv_peer.c, opx_av_peer.c). */
+struct opx_ep_peers {
+	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_rndv_reply_peer's cache */
+	/* udp peers of the AV opened through this endpoint's own socket when
+	 * the AV's are another endpoint's (opx_ep_peer_locked), by fi_addr */
+	struct shim_peer **upeers;
+	size_t upeers_n;
+	struct shim_peer **usub;      /* the same for av->sub (fi_rx_addr) */
+	size_t usub_n;
+};
+
 /* The matching engine's queues (opx_match.c) and the unexpected store's
  * bounds (ux_bytes, ux_src, ux_srcs, ux_slack: opx_ux.c). */
 struct opx_ep_match {
@@ -193,13 +204,7 @@ struct opx_ep {
 	/* receive / matching */
 	struct opx_ep_match match;
 	struct opx_ep_rx rx_st;
-	struct shim_peer *anon[OPX_ANON_PEERS]; /* opx_rndv_reply_peer's cache */
-	/* udp peers of the AV opened through this endpoint's own socket when
-	 * the AV's are another endpoint's (opx_ep_peer_locked), by fi_addr */
-	struct shim_peer **upeers;
-	size_t upeers_n;
-	struct shim_peer **usub;      /* the same for av->sub (fi_rx_addr) */
-	size_t usub_n;
+	struct opx_ep_peers peers;
 	/* a context of a scalable endpoint (opx_sep.c), else NULL */
 	struct opx_sep *sep;
 	uint8_t sep_role;             /* OPX_SEP_TX or OPX_SEP_RX, with sep */

@@ -222,8 +222,8 @@ int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 	bool sub;
 	struct opx_av_entry *e = opx_av_entry_locked(av, addr, &sub);
 	/* by slot: the table's index, or a scalable peer's context's in av->sub */
-	struct shim_peer ***arr = sub ? &ep->usub : &ep->upeers;
-	size_t *arr_n = sub ? &ep->usub_n : &ep->upeers_n;
+	struct shim_peer ***arr = sub ? &ep->peers.usub : &ep->peers.upeers;
+	size_t *arr_n = sub ? &ep->peers.usub_n : &ep->peers.upeers_n;
 	const struct shim_addr *a;
 	struct shim_peer *p;
 	size_t slot;
@@ -267,18 +267,18 @@ int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 
 void opx_av_udp_peers_close(struct opx_ep *ep)
 {
-	for (size_t i = 0; i < ep->upeers_n; i++)
-		if (ep->upeers[i])
-			shim_peer_close(ep->upeers[i]);
-	free(ep->upeers);
-	ep->upeers = NULL;
-	ep->upeers_n = 0;
-	for (size_t i = 0; i < ep->usub_n; i++)
-		if (ep->usub[i])
-			shim_peer_close(ep->usub[i]);
-	free(ep->usub);
-	ep->usub = NULL;
-	ep->usub_n = 0;
+	for (size_t i = 0; i < ep->peers.upeers_n; i++)
+		if (ep->peers.upeers[i])
+			shim_peer_close(ep->peers.upeers[i]);
+	free(ep->peers.upeers);
+	ep->peers.upeers = NULL;
+	ep->peers.upeers_n = 0;
+	for (size_t i = 0; i < ep->peers.usub_n; i++)
+		if (ep->peers.usub[i])
+			shim_peer_close(ep->peers.usub[i]);
+	free(ep->peers.usub);
+	ep->peers.usub = NULL;
+	ep->peers.usub_n = 0;
 }
 
 /* ---------------------------------------------------------------------

@@ -395,8 +395,8 @@ static void opx_rel_tx_timer(struct opx_ep *ep, struct shim_peer *peer, struct o
 static bool opx_rel_reap(struct opx_ep *ep, struct shim_peer *p)
 {
 	for (size_t i = 0; i < OPX_ANON_PEERS; i++)
-		if (ep->anon[i] == p) {
-			ep->anon[i] = NULL;
+		if (ep->peers.anon[i] == p) {
+			ep->peers.anon[i] = NULL;
 			shim_peer_close(p);
 		}
 	if (atomic_load(&p->refcnt) > 0)

@@ -284,15 +284,15 @@ struct shim_peer *opx_rndv_reply_peer(struct opx_ep *ep, const struct shim_addr 
 	    !opx_ep_peer_locked(ep, src, &p) && p->addr.nonce == to->nonce &&
 	    p->addr.ctx == to->ctx)
 		return p;
-	p = ep->anon[slot];
+	p = ep->peers.anon[slot];
 	if (p && p->addr.lid == to->lid && p->addr.ctx == to->ctx && p->addr.nonce == to->nonce &&
 	    p->addr.host_id == to->host_id)
 		return p;
 	if (shim_peer_open_via(ep->domain->fabric->dev, ep->shim, to, &p))
 		return NULL;
-	if (ep->anon[slot])
-		shim_peer_close(ep->anon[slot]);
-	ep->anon[slot] = p;
+	if (ep->peers.anon[slot])
+		shim_peer_close(ep->peers.anon[slot]);
+	ep->peers.anon[slot] = p;
 	return p;
 }
 
@@ -317,7 +317,7 @@ struct shim_peer *opx_rndv_src_peer(struct opx_ep *ep, uint16_t slid, uint16_t s
 	if (!opx_ep_src_is_anon(src) && src != FI_ADDR_NOTAVAIL &&
 	    !opx_ep_peer_locked(ep, src, &p) && p->lid == slid && p->ctx == sctx)
 		return p;
-	p = ep->anon[opx_rndv_anon_slot(slid, sctx)];
+	p = ep->peers.anon[opx_rndv_anon_slot(slid, sctx)];
 	if (p && p->lid == slid && p->ctx == sctx &&
 	    ((nonce && p->addr.nonce == nonce) || shim_peer_alive(p)))
 		return p;
@@ -514,9 +514,9 @@ void opx_rndv_fini(struct opx_ep *ep)
 			shim_peer_close(ep->rndv_st.rndv_rx[i].peer);
 	}
 	for (size_t i = 0; i < OPX_ANON_PEERS; i++) {
-		if (ep->anon[i])
-			shim_peer_close(ep->anon[i]);
-		ep->anon[i] = NULL;
+		if (ep->peers.anon[i])
+			shim_peer_close(ep->peers.anon[i]);
+		ep->peers.anon[i] = NULL;
 	}
 	free(ep->rndv);
 	free(ep->rndv_st.rndv_rx);
