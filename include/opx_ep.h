@@ -38,6 +38,7 @@
 #include "opx_iov.h"
 #include "opx_match.h"
 #include "opx_proto.h"
+#include "opx_tel.h"
 #include "rdma/opx_ext.h"
 
 /* Internal transmit flag (a bit no fi_* op flag uses): set only by the
@@ -55,27 +56,6 @@
 struct opx_bounce {
 	void *context;
 	uint8_t data[];
-};
-
-/* Why a received packet was dropped.  Every drop is counted per endpoint
- * (opx_drop_count) and the first of each reason is logged at warn level;
- * none of this is compiled out. */
-enum opx_drop_reason {
-	OPX_DROP_RHF_ERR,   /* error bits set in the RHF */
-	OPX_DROP_OPCODE,    /* opcode unknown */
-	OPX_DROP_JKEY,      /* job key differs from ours */
-	OPX_DROP_DEST,      /* addressed to another LID/context */
-	OPX_DROP_FLAGS,     /* unknown provider flags */
-	OPX_DROP_PAYLEN,    /* payload length above the MTU */
-	OPX_DROP_PAYLOAD,   /* payload outside the eager ring, or inline too long */
-	OPX_DROP_CSUM,      /* checksum missing or wrong */
-	OPX_DROP_MP_LEN,    /* multi-packet first: inconsistent lengths */
-	OPX_DROP_MP_BOUND,  /* multi-packet first: larger than we accept eagerly */
-	OPX_DROP_MP_SEQ,    /* multi-packet continuation out of sequence */
-	OPX_DROP_RTS,       /* malformed rendezvous request */
-	OPX_DROP_PROTO,     /* rendezvous, one-sided or reliability packet refused
-			     * (opx_drop_proto) */
-	OPX_DROP_MAX
 };
 
 /* The role of an endpoint inside a scalable endpoint (opx_ep.sep_role). */
@@ -213,13 +193,8 @@ struct opx_ep {
 	struct opx_rma_state *rma;  /* NULL until the first RMA/atomic, either side */
 	struct opx_ep_rma rma_st;
 
-	/* telemetry (<rdma/opx_ext.h>, opx_stats.c): plain adds, no atomics */
-	struct opx_stats stats;
-	size_t ux_cnt;                /* unexpected messages queued now */
-	uint64_t app_progress;        /* progress calls not from the progress thread */
-	uint64_t rx_dropped;
-	uint64_t drops[OPX_DROP_MAX]; /* by enum opx_drop_reason */
-	uint32_t drops_logged;        /* bit per reason: first drop logged */
+	/* telemetry (<rdma/opx_ext.h>, opx_tel.h): plain adds, no atomics */
+	struct opx_ep_telemetry tel;
 	uint32_t rx_eager_max;        /* largest eager message we accept (advertised) */
 	uint32_t rx_eager_max_udp;    /* the same from udp peers (in every datagram) */
 	uint32_t rx_mp_max;           /* the larger: a multi-packet message above it is dropped */

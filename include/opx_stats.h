@@ -18,8 +18,10 @@ static inline void opx_stats_msg(struct opx_stats_proto *by_proto, uint64_t *his
 	by_proto[proto].bytes += len;
 	hist[opx_stats_bucket(len)]++;
 }
-#define opx_stats_tx(ep, proto, len) opx_stats_msg((ep)->stats.tx, (ep)->stats.tx_hist, proto, len)
-#define opx_stats_rx(ep, proto, len) opx_stats_msg((ep)->stats.rx, (ep)->stats.rx_hist, proto, len)
+#define opx_stats_tx(ep, proto, len) \
+	opx_stats_msg((ep)->tel.stats.tx, (ep)->tel.stats.tx_hist, proto, len)
+#define opx_stats_rx(ep, proto, len) \
+	opx_stats_msg((ep)->tel.stats.rx, (ep)->tel.stats.rx_hist, proto, len)
 /* How a rendezvous of len bytes moves, as both sides plan it: across
  * hosts (udp) there is no CMA, the sender pushes. */
 static inline enum opx_proto opx_stats_rndv_proto(uint64_t len, bool udp)

@@ -44,7 +44,7 @@ static inline void opx_ux_put(struct opx_ep *ep, struct opx_ux *ux)
 	opx_ux_src_refund(ep, ux);
 	ep->match.ux_bytes -= ux->cost;
 	if (ux->queued)
-		ep->ux_cnt--;
+		ep->tel.ux_cnt--;
 	if (ux->buf != ux->inl)
 		free(ux->buf);
 	ux->buf = NULL;
@@ -55,11 +55,11 @@ static inline void opx_ux_queue(struct opx_ep *ep, bool tagged, struct opx_ux *u
 {
 	opx_list_insert_tail(tagged ? &ep->match.ux_tag : &ep->match.ux_msg, &ux->link);
 	ux->queued = true;
-	ep->stats.ux_msgs++;
-	if (++ep->ux_cnt > ep->stats.ux_peak)
-		ep->stats.ux_peak = ep->ux_cnt;
-	if (ep->match.ux_bytes > ep->stats.ux_bytes_peak)
-		ep->stats.ux_bytes_peak = ep->match.ux_bytes;
+	ep->tel.stats.ux_msgs++;
+	if (++ep->tel.ux_cnt > ep->tel.stats.ux_peak)
+		ep->tel.stats.ux_peak = ep->tel.ux_cnt;
+	if (ep->match.ux_bytes > ep->tel.stats.ux_bytes_peak)
+		ep->tel.stats.ux_bytes_peak = ep->match.ux_bytes;
 }
 
 #endif /* OPX_UX_H */

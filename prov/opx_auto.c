@@ -62,7 +62,7 @@ static bool opx_auto_app_busy(struct opx_auto *a, uint64_t now)
 	uint64_t sum = 0;
 
 	for (size_t i = 0; i < a->eps.count; i++)
-		sum += a->eps.eps[i]->app_progress;
+		sum += a->eps.eps[i]->tel.app_progress;
 	if (sum != a->app_seen) {
 		a->app_seen = sum;
 		a->app_ns = now;

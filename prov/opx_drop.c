@@ -35,9 +35,9 @@ uint64_t opx_drop_count(const struct opx_ep *ep, enum opx_drop_reason reason)
 	uint64_t n = 0;
 
 	if ((unsigned)reason < OPX_DROP_MAX)
-		return ep->drops[reason];
+		return ep->tel.drops[reason];
 	for (int i = 0; i < OPX_DROP_MAX; i++)
-		n += ep->drops[i];
+		n += ep->tel.drops[i];
 	return n;
 }
 
@@ -45,9 +45,9 @@ static __attribute__((noinline, cold)) void opx_drop_log(struct opx_ep *ep,
 							 enum opx_drop_reason reason,
 							 const char *detail)
 {
-	if (ep->drops_logged & (1u << reason))
+	if (ep->tel.drops_logged & (1u << reason))
 		return;
-	ep->drops_logged |= 1u << reason;
+	ep->tel.drops_logged |= 1u << reason;
 	OPX_WARN(FI_LOG_EP_DATA,
 		 "endpoint lid %u ctx %u dropped a packet: %s%s%s (first of this reason; "
 		 "later ones are only counted)\n",
@@ -57,10 +57,10 @@ static __attribute__((noinline, cold)) void opx_drop_log(struct opx_ep *ep,
 
 static void opx_drop_add(struct opx_ep *ep, enum opx_drop_reason reason, const char *detail)
 {
-	ep->rx_dropped++;
-	ep->drops[reason]++;
+	ep->tel.rx_dropped++;
+	ep->tel.drops[reason]++;
 	atomic_fetch_add_explicit(&ep->rx->ctl->rx_dropped, 1, memory_order_relaxed);
-	if (__builtin_expect(!(ep->drops_logged & (1u << reason)), 0))
+	if (__builtin_expect(!(ep->tel.drops_logged & (1u << reason)), 0))
 		opx_drop_log(ep, reason, detail);
 }
 

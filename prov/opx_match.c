@@ -37,8 +37,8 @@ struct opx_rx_req *opx_match_req_get(struct opx_ep *ep)
 	}
 	memset(req, 0, offsetof(struct opx_rx_req, iov));
 	opx_list_init(&req->link);
-	if (++ep->match.posted_cnt > ep->stats.posted_peak)
-		ep->stats.posted_peak = ep->match.posted_cnt;
+	if (++ep->match.posted_cnt > ep->tel.stats.posted_peak)
+		ep->tel.stats.posted_peak = ep->match.posted_cnt;
 	return req;
 }
 

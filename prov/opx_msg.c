@@ -281,7 +281,7 @@ ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t c
 			free(context);
 		if (rc != -EAGAIN)
 			return opx_init_err_from_shim(rc);
-		ep->stats.tx_eagain++;
+		ep->tel.stats.tx_eagain++;
 		return opx_av_stalled_locked(ep->av, dest);
 	}
 	opx_stats_tx(ep,

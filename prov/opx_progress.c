@@ -67,7 +67,7 @@ void opx_progress_locked(struct opx_ep *ep)
 		return;
 	/* the progress thread (FI_PROGRESS_AUTO) looks whether the
 	 * application progresses by itself (opx_auto.c) */
-	ep->app_progress += !ep->domain->auto_self;
+	ep->tel.app_progress += !ep->domain->auto_self;
 	/* the udp socket: every time once there are udp flows, else now and
 	 * then for a first contact (a system call is not free) */
 	if (__builtin_expect(ep->udp, 0) &&

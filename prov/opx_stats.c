@@ -51,7 +51,7 @@ static void opx_stats_snapshot_locked(const struct opx_ep *ep, struct opx_stats 
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	unsigned int i;
 
-	*st = ep->stats;
+	*st = ep->tel.stats;
 	st->size = sizeof(*st);
 	st->version = OPX_STATS_VERSION;
 	for (i = 0; i < OPX_DROP_MAX; i++)
@@ -88,7 +88,7 @@ static int opx_stats_reset(struct fid *fid)
 		return -FI_EINVAL;
 	ep = OPX_CONTAINER_OF(fid, struct opx_ep, ep_fid.fid);
 	opx_lock_acquire(&ep->domain->lock);
-	memset(&ep->stats, 0, sizeof(ep->stats));
+	memset(&ep->tel.stats, 0, sizeof(ep->tel.stats));
 	opx_lock_release(&ep->domain->lock);
 	return 0;
 }

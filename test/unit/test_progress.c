@@ -98,7 +98,7 @@ static void test_idle_read_eagain(void **state)
 	/* more than the spin count (1000 by default): the idle step yields */
 	const int reads = 3 * opx_env.spin_count + 10;
 	struct fi_cq_tagged_entry ce;
-	uint64_t p0 = ep->app_progress, t0 = fx_now_ms(), slowest = 0;
+	uint64_t p0 = ep->tel.app_progress, t0 = fx_now_ms(), slowest = 0;
 
 	for (int i = 0; i < reads; i++) {
 		uint64_t t = fx_now_ms();
@@ -111,10 +111,10 @@ static void test_idle_read_eagain(void **state)
 	assert_true(slowest < 500);
 	assert_true(fx_now_ms() - t0 < TP_WAIT_MS);
 	/* every read progressed the bound endpoint, once */
-	assert_int_equal(ep->app_progress - p0, (uint64_t)reads);
+	assert_int_equal(ep->tel.app_progress - p0, (uint64_t)reads);
 	/* count 0 progresses too, and says there is nothing */
 	assert_int_equal(fi_cq_read(e->cq, NULL, 0), 0);
-	assert_int_equal(ep->app_progress - p0, (uint64_t)reads + 1);
+	assert_int_equal(ep->tel.app_progress - p0, (uint64_t)reads + 1);
 }
 
 /* Manual progress: the sender's reads never drive the receiver. */
@@ -134,16 +134,16 @@ static void test_recv_needs_receiver_progress(void **state)
 	tp_fill(sbuf, sizeof(sbuf), 1);
 	assert_int_equal(fi_trecv(rx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, TP_TAG, 0, &rctx),
 			 0);
-	p0 = tp_ep(rx)->app_progress;
+	p0 = tp_ep(rx)->tel.app_progress;
 	tp_send(e->ep, sbuf, sizeof(sbuf), rx_addr, TP_TAG, &sctx);
 	for (int i = 0; i < 200; i++)
 		sent |= fi_cq_read(e->cq, &ce, 1) == 1 && ce.op_context == &sctx;
 	/* still in the ring: not copied, not completed, rx never progressed */
 	assert_true(tp_zero(rbuf, sizeof(rbuf)));
-	assert_int_equal(tp_ep(rx)->app_progress, p0);
+	assert_int_equal(tp_ep(rx)->tel.app_progress, p0);
 
 	assert_int_equal(fx_cq_wait(cq, &rctx, TP_WAIT_MS, &ce), 0);
-	assert_true(tp_ep(rx)->app_progress > p0);
+	assert_true(tp_ep(rx)->tel.app_progress > p0);
 	assert_int_equal(ce.len, sizeof(sbuf));
 	assert_int_equal(ce.tag, TP_TAG);
 	assert_true(ce.flags & FI_RECV);
@@ -217,10 +217,10 @@ static void test_bound_twice_progressed_once(void **state)
 	uint64_t p0, end;
 
 	fx_open_peer_ep_split(e, NULL, cq, cq, NULL, &ep, &self);
-	p0 = tp_ep(ep)->app_progress;
+	p0 = tp_ep(ep)->tel.app_progress;
 	for (int i = 0; i < 10; i++)
 		assert_int_equal(fi_cq_read(cq, &ce, 1), -FI_EAGAIN);
-	assert_int_equal(tp_ep(ep)->app_progress - p0, 10);
+	assert_int_equal(tp_ep(ep)->tel.app_progress - p0, 10);
 
 	/* a message to itself: one send and one receive completion */
 	tp_fill(sbuf, sizeof(sbuf), 3);
@@ -265,14 +265,14 @@ static void test_cntr_read_drives_ep(void **state)
 	tp_fill(sbuf, sizeof(sbuf), 4);
 	assert_int_equal(fi_trecv(rx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, TP_TAG, 0, &rctx),
 			 0);
-	p0 = tp_ep(rx)->app_progress;
+	p0 = tp_ep(rx)->tel.app_progress;
 	tp_send(e->ep, sbuf, sizeof(sbuf), rx_addr, TP_TAG, &sctx);
 	end = fx_now_ms() + TP_WAIT_MS;
 	do {
 		reads++;
 	} while (fi_cntr_read(cntr) == 0 && fx_now_ms() <= end);
 	assert_int_equal(fi_cntr_read(cntr), 1);
-	assert_int_equal(tp_ep(rx)->app_progress - p0, reads + 1);
+	assert_int_equal(tp_ep(rx)->tel.app_progress - p0, reads + 1);
 	assert_true(tp_intact(rbuf, sizeof(rbuf), 4));
 	/* the completion was written by that progress, not by this read */
 	assert_int_equal(fi_cq_read(cq, &ce, 1), 1);
@@ -305,10 +305,10 @@ static void test_unexpected_then_recv(void **state)
 		tp_fill(sbuf[i], TP_MSG, 10 + i);
 		tp_send(e->ep, sbuf[i], TP_MSG, rx_addr, tags[i], &sctx[i]);
 	}
-	assert_int_equal(tp_ep(rx)->ux_cnt, 0);
+	assert_int_equal(tp_ep(rx)->tel.ux_cnt, 0);
 	for (int i = 0; i < 20; i++)
 		assert_int_equal(fi_cq_read(cq, NULL, 0), 0);
-	assert_int_equal(tp_ep(rx)->ux_cnt, 3);
+	assert_int_equal(tp_ep(rx)->tel.ux_cnt, 3);
 
 	/* the last one first (its own tag), then the two of one tag */
 	assert_int_equal(
@@ -328,7 +328,7 @@ static void test_unexpected_then_recv(void **state)
 		if (!tp_intact(rbuf[i], TP_MSG, 10 + i))
 			fail_msg("receive %u got another message's data", i);
 	}
-	assert_int_equal(tp_ep(rx)->ux_cnt, 0);
+	assert_int_equal(tp_ep(rx)->tel.ux_cnt, 0);
 	for (unsigned i = 0; i < 3; i++)
 		assert_int_equal(fx_cq_wait(e->cq, &sctx[i], TP_WAIT_MS, NULL), 0);
 
@@ -419,14 +419,14 @@ static void test_auto_progress_delivers(void **state)
 	tp_fill(sbuf, sizeof(sbuf), 5);
 	assert_int_equal(fi_trecv(rx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, TP_TAG, 0, &rctx),
 			 0);
-	p0 = __atomic_load_n(&tp_ep(rx)->app_progress, __ATOMIC_RELAXED);
+	p0 = __atomic_load_n(&tp_ep(rx)->tel.app_progress, __ATOMIC_RELAXED);
 	tp_send(e->ep, sbuf, sizeof(sbuf), rx_addr, TP_TAG, &sctx);
 	/* no libfabric call from here until the data is there */
 	end = fx_now_ms() + TP_WAIT_MS;
 	while (!tp_intact(rbuf, sizeof(rbuf), 5) && fx_now_ms() <= end)
 		nanosleep(&nap, NULL);
 	assert_true(tp_intact(rbuf, sizeof(rbuf), 5));
-	assert_int_equal(__atomic_load_n(&tp_ep(rx)->app_progress, __ATOMIC_RELAXED), p0);
+	assert_int_equal(__atomic_load_n(&tp_ep(rx)->tel.app_progress, __ATOMIC_RELAXED), p0);
 	assert_int_equal(fi_cq_read(cq, &ce, 1), 1);
 	assert_ptr_equal(ce.op_context, &rctx);
 	assert_int_equal(ce.len, sizeof(sbuf));
