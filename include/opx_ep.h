@@ -99,11 +99,19 @@ struct opx_ep_rx {
 	 * in the ring, and whether the coming drain may not (a peek's) */
 	uint32_t rx_defers;
 	bool rx_no_defer;
+	bool rx_csum;            /* FI_OPX_CHECKSUM: eager packets must be sealed */
 	uint32_t idle;           /* empty progress calls in a row (opx_progress.c) */
 	uint16_t last_slid;
 	uint16_t last_sctx;
 	fi_addr_t last_src;
 	const struct opx_av *last_av;
+};
+
+/* What the receive side accepts, set at enable (opx_rx.c, opx_rx_advertise). */
+struct opx_ep_rx_limits {
+	uint32_t rx_eager_max;        /* largest eager message we accept (advertised) */
+	uint32_t rx_eager_max_udp;    /* the same from udp peers (in every datagram) */
+	uint32_t rx_mp_max;           /* the larger: a multi-packet message above it is dropped */
 };
 
 /* Peers opened by the endpoint itself (opx_rndv_peer.c, opx_av_peer.c). */
@@ -195,11 +203,8 @@ struct opx_ep {
 
 	/* telemetry (<rdma/opx_ext.h>, opx_tel.h): plain adds, no atomics */
 	struct opx_ep_telemetry tel;
-	uint32_t rx_eager_max;        /* largest eager message we accept (advertised) */
-	uint32_t rx_eager_max_udp;    /* the same from udp peers (in every datagram) */
-	uint32_t rx_mp_max;           /* the larger: a multi-packet message above it is dropped */
-	bool rx_csum;                 /* FI_OPX_CHECKSUM: eager packets must be sealed */
-	bool armed;
+	struct opx_ep_rx_limits rx_lim;
+	bool armed;                   /* the shim context's sleep is armed (opx_wait.c) */
 
 	/* the udp wire's reliability module (opx_rel.c) */
 	bool udp;                     /* the context has a udp socket */

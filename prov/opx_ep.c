@@ -75,7 +75,7 @@ static void opx_ep_log_open(const struct opx_ep *ep, const struct opx_domain *do
 		 "0x%04x from %s\n",
 		 ep->addr.unit, ui.numa_node, opx_env.unit >= 0 ? "FI_OPX_UNIT" : "nearest",
 		 ep->addr.lid, ep->addr.ctx, ep->udp ? "shm + udp" : "shm", opx_env.mtu,
-		 opx_env.inject_size, ep->rx_eager_max, ep->rx_eager_max_udp,
+		 opx_env.inject_size, ep->rx_lim.rx_eager_max, ep->rx_lim.rx_eager_max_udp,
 		 opx_env.rndv_cma ? "CMA pull" : "SDMA/TID push",
 		 opx_env.rndv_cma && opx_env.rndv_split ? ", split copy from FI_OPX_RNDV_SPLIT" : "",
 		 (unsigned int)opx_env.jkey, opx_param_jkey_src_name(opx_env.jkey_src));

@@ -75,14 +75,14 @@ void opx_rx_advertise(struct opx_ep *ep)
 	uint32_t lim = opx_rx_eager_limit(rx, opx_env.eager_max);
 	uint32_t udp = opx_rx_eager_limit(rx, opx_env.udp_eager_max);
 
-	ep->rx_eager_max = lim;
-	ep->rx_eager_max_udp = udp;
-	ep->rx_mp_max = lim > udp ? lim : udp;
+	ep->rx_lim.rx_eager_max = lim;
+	ep->rx_lim.rx_eager_max_udp = udp;
+	ep->rx_lim.rx_mp_max = lim > udp ? lim : udp;
 	/* what the receive ring can hold as unexpected descriptors: taken
 	 * beyond the bound, so that the ring never stops for its contents */
 	ep->match.ux_slack = (size_t)(rx->egr_mask + 1) * SHIM_BLOCK +
-		       (size_t)(rx->hdrq_mask + 1) * sizeof(struct opx_ux) + ep->rx_mp_max;
-	ep->rx_csum = opx_env.checksum;
+		       (size_t)(rx->hdrq_mask + 1) * sizeof(struct opx_ux) + ep->rx_lim.rx_mp_max;
+	ep->rx_st.rx_csum = opx_env.checksum;
 	rx->ctl->rx_eager_max = lim;
 	rx->ctl->rx_flags = opx_env.checksum ? SHIM_RXF_CSUM : 0;
 	shim_udp_advertise(ep->shim, udp); /* the socket, if any, opens later */
@@ -206,7 +206,7 @@ static int opx_rx_mp_first(struct opx_ep *ep, const struct shim_pkt_hdr *h, cons
 	/* Senders keep multi-packet messages within the limit we advertise;
 	 * one above it could never be buffered, and leaving it queued would
 	 * wedge the context for ever. */
-	if (total > ep->rx_mp_max) {
+	if (total > ep->rx_lim.rx_mp_max) {
 		opx_drop_note(ep, OPX_DROP_MP_BOUND);
 		return 0;
 	}
@@ -433,7 +433,7 @@ static __attribute__((noinline)) bool opx_rx_csum_ok(const struct opx_ep *ep,
 	const struct shim_pkt_hdr *h = &e->hdr;
 
 	if (!(h->flags & OPX_PF_CSUM))
-		return !(ep->rx_csum && h->opcode <= OPX_OP_MP_NEXT);
+		return !(ep->rx_st.rx_csum && h->opcode <= OPX_OP_MP_NEXT);
 	return opx_csum_pkt(h, (e->rhf & SHIM_RHF_EGR) ? pay : NULL) == h->psn;
 }
 
@@ -548,7 +548,7 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 		opx_drop_note(ep, OPX_DROP_PAYLOAD);
 		return 0;
 	}
-	if (__builtin_expect((h->flags & OPX_PF_CSUM) || ep->rx_csum, 0) &&
+	if (__builtin_expect((h->flags & OPX_PF_CSUM) || ep->rx_st.rx_csum, 0) &&
 	    !opx_rx_csum_ok(ep, e, pay)) {
 		opx_drop_note(ep, OPX_DROP_CSUM);
 		return 0;

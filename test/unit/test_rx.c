@@ -552,7 +552,7 @@ static void test_checksum(void **state)
 
 	assert_non_null(sbuf);
 	assert_non_null(rbuf);
-	assert_true(t->ep->rx_csum);
+	assert_true(t->ep->rx_st.rx_csum);
 	assert_true(t->ep->rx->ctl->rx_flags & SHIM_RXF_CSUM);
 
 	/* a good message goes through sealed */
