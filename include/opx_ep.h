@@ -203,7 +203,8 @@ struct opx_ep {
 
 	/* telemetry (<rdma/opx_ext.h>, opx_tel.h): plain adds, no atomics */
 	struct opx_ep_telemetry tel;
-	struct opx_ep_rx_limits rx_lim;
+
+	struct opx_ep_rx_limits rx_lim; /* opx_rx_advertise, at enable */
 	bool armed;                   /* the shim context's sleep is armed (opx_wait.c) */
 
 	/* the udp wire's reliability module (opx_rel.c) */
