@@ -46,8 +46,15 @@ static void tr_child(int wfd, const struct shim_addr *src)
 	size_t len = sizeof(name);
 	uint64_t end = fx_now_ms() + 30000;
 
-	if (fx_open_at(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, src, src ? sizeof(*src) : 0) ||
-	    fi_getname(&e.ep->fid, name, &len) || write(wfd, name, len) != (ssize_t)len)
+	int orc = fx_open_at(&e, FI_AV_TABLE, FI_CQ_FORMAT_TAGGED, src, src ? sizeof(*src) : 0);
+
+	/* the parent sees only that no name came: say why here */
+	if (orc) {
+		fprintf(stderr, "test_rel child: open at port %u: %s\n",
+			src ? (unsigned)src->udp_port : 0u, fi_strerror(orc < 0 ? -orc : orc));
+		_exit(2);
+	}
+	if (fi_getname(&e.ep->fid, name, &len) || write(wfd, name, len) != (ssize_t)len)
 		_exit(2);
 	if (getenv("TR_BUSY_FIRST")) /* computes before it ever reads a datagram */
 		usleep(TR_BUSY_MS * 1000u);
