@@ -82,7 +82,11 @@ out:
 	return ret;
 }
 
-/* Whether the endpoint an entry names still exists and its owner runs. */
+/* Whether the endpoint an entry names still exists and its owner runs:
+ * asked of its receive context on this host (pid and start time), also
+ * when the endpoint speaks the udp wire, whose peer would only say that
+ * it was not declared dead yet (a udp endpoint killed at a fixed port
+ * kept it taken for good, and its restart got -EADDRINUSE). */
 static bool shim_svc_live(struct shim_dev *dev, const struct shim_addr *a)
 {
 	struct shim_peer *p;
@@ -91,7 +95,7 @@ static bool shim_svc_live(struct shim_dev *dev, const struct shim_addr *a)
 
 	if (a->host_id != dev->host_id || a->uid != (uint32_t)geteuid())
 		return false; /* written in another boot or namespace */
-	ret = shim_peer_open(dev, a, &p);
+	ret = shim_shm_peer_open(dev, a, &p);
 	if (ret == -EAGAIN)
 		return true; /* being created: not ours to take */
 	if (ret)
