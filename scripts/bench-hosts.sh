@@ -488,10 +488,10 @@ MANY_TMO=$((3 * MPI_TMO))
 # many_run LOSS LABEL RUN: one mpirun of mpi_collbench over every op and size.
 many_run() {
 	local loss=$1 label=$2 run=$3 out=$tmp/many.$1.$2.$3 rc op size v args
+	# shellcheck disable=SC2054 # the comma belongs to the MCA value
 	case $label in
 	opx) args=(-mca pml cm -mca mtl ofi -mca mtl_ofi_provider_include opx -mca btl self
 		-x FI_PROVIDER=opx -x FI_PROVIDER_PATH -x FI_OPX_PEER_TIMEOUT=60) ;;
-	# shellcheck disable=SC2054 # the comma belongs to the MCA value
 	tcp) args=(-mca pml ob1 -mca btl tcp,vader,self) ;;
 	esac
 	timeout -k 5 "$MANY_TMO" mpirun --allow-run-as-root "${MANY_HOSTARGS[@]}" -np "$MANY_NP" \
