@@ -234,17 +234,6 @@ static inline void opx_ep_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 	opx_list_insert_head(&ep->match.req_free, &req->link);
 }
 
-/* opx_drop.c: drop accounting */
-void opx_drop_proto(struct opx_ep *ep, const char *why); /* counted as OPX_DROP_PROTO */
-void opx_drop_note(struct opx_ep *ep, enum opx_drop_reason reason);
-const char *opx_drop_name(enum opx_drop_reason reason);
-/* Drops of one reason so far (OPX_DROP_MAX: all reasons). Lock held. */
-uint64_t opx_drop_count(const struct opx_ep *ep, enum opx_drop_reason reason);
-
-/* opx_csum.c: CRC32C of a packet (header with psn zeroed, then the eager
- * payload when pay is not NULL), what OPX_PF_CSUM packets carry in psn. */
-uint32_t opx_csum_pkt(const struct shim_pkt_hdr *h, const uint8_t *pay);
-
 /* opx_msg.c: transmit core */
 ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
 			    uint64_t tag, uint64_t data, void *context, uint64_t flags,

@@ -20,6 +20,7 @@
  * udp wire.  Cost, measured with opx_msgrate at 8 KiB on a loaded 2-core
  * machine: see the README (Parameters).
  */
+#include "opx_csum.h"
 #include "opx_ep.h"
 
 uint32_t opx_csum_pkt(const struct shim_pkt_hdr *h, const uint8_t *pay)

@@ -7,6 +7,7 @@
  * later ones only counted (a hostile sender must not be able to flood the
  * log).  Read by opx_drop_count and the telemetry (opx_stats.c).
  */
+#include "opx_drop.h"
 #include "opx_ep.h"
 
 static const char *const opx_drop_names[OPX_DROP_MAX] = {

@@ -15,6 +15,7 @@
 
 #include "opx_complete.h"
 #include "opx_cq.h"
+#include "opx_csum.h"
 #include "opx_ep.h"
 #include "opx_rndv_api.h"
 #include "opx_stats.h"

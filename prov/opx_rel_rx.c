@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opx_drop.h"
 #include "opx_rel_priv.h"
 #include "opx_ux.h"
 

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "opx_cq.h"
+#include "opx_drop.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"

@@ -109,6 +109,7 @@
 #include <sys/uio.h>
 
 #include "opx_complete.h"
+#include "opx_drop.h"
 #include "opx_rndv.h"
 #include "opx_ux.h"
 #include "shim_dma.h"

@@ -31,6 +31,8 @@
 #include <sys/uio.h>
 
 #include "opx_complete.h"
+#include "opx_csum.h"
+#include "opx_drop.h"
 #include "opx_ep.h"
 #include "opx_rma.h"
 #include "opx_rndv_api.h"

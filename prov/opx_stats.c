@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "opx_drop.h"
 #include "opx_ep.h"
 #include "opx_stats.h"
 

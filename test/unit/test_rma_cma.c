@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "rma_fixture.h"
+#include "opx_drop.h"
 #include "opx_rma.h"
 
 static int rma_cma_state(struct fx_env *e)

@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "opx_csum.h"
+#include "opx_drop.h"
 #include "opx_ep.h"
 #include "opx_rx.h"
 
