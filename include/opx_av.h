@@ -64,6 +64,10 @@ int opx_av_resolve(struct opx_av *av, const struct shim_addr *a, struct shim_add
 /* Peer for sending to fi_addr; opens the mapping on first use.
  * Returns 0, -FI_EINVAL (bad fi_addr), or a mapped shim error. Lock held. */
 int opx_av_peer_locked(struct opx_av *av, fi_addr_t addr, struct shim_peer **peer);
+/* The udp peers an endpoint other than the AV's opens through its own
+ * socket (opx_ep_peer_locked, opx_ep.h), and their close. */
+int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer);
+void opx_av_udp_peers_close(struct opx_ep *ep);
 int opx_av_src_addr(struct shim_dev *dev, struct shim_ctx *ctx, uint16_t lid, uint16_t sctx,
 		    struct shim_addr *a);
 /* A send to addr found no credits: -FI_EAGAIN, or -FI_ECONNREFUSED once

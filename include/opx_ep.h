@@ -258,11 +258,6 @@ static inline void opx_ep_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *
 	h->data = data;
 }
 
-/* opx_av_peer.c: the udp peers an endpoint other than the AV's opens
- * through its own socket, and their close. */
-int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer);
-void opx_av_udp_peers_close(struct opx_ep *ep);
-
 /* The peer to send to addr through.  The AV opens each peer once for all
  * its endpoints; a udp peer belongs to a socket, the AV's to its first
  * bound endpoint's (av->udp_via): any other endpoint sends through its
