@@ -234,11 +234,6 @@ static inline void opx_ep_req_put(struct opx_ep *ep, struct opx_rx_req *req)
 	opx_list_insert_head(&ep->match.req_free, &req->link);
 }
 
-/* opx_msg.c: transmit core */
-ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
-			    uint64_t tag, uint64_t data, void *context, uint64_t flags,
-			    bool tagged);
-
 /* Header of a packet this endpoint sends to peer. */
 static inline void opx_ep_hdr_init(struct shim_pkt_hdr *h, const struct opx_ep *ep,
 				   const struct shim_peer *peer, uint8_t op, uint8_t pflags,

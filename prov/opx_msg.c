@@ -217,8 +217,11 @@ static __attribute__((noinline)) int opx_msg_send_dc(struct opx_ep *ep, struct s
 	return 0;
 }
 
-ssize_t opx_msg_send_locked(struct opx_ep *ep, const struct iovec *iov, size_t cnt, fi_addr_t dest,
-			    uint64_t tag, uint64_t data, void *context, uint64_t flags, bool tagged)
+static __attribute__((noinline)) ssize_t opx_msg_send_locked(struct opx_ep *ep,
+							     const struct iovec *iov, size_t cnt,
+							     fi_addr_t dest, uint64_t tag,
+							     uint64_t data, void *context,
+							     uint64_t flags, bool tagged)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	struct shim_peer *peer;
