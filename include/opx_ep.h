@@ -104,7 +104,6 @@ struct opx_ep_rx {
 	uint16_t last_slid;
 	uint16_t last_sctx;
 	fi_addr_t last_src;
-	const struct opx_av *last_av;
 };
 
 /* What the receive side accepts, set at enable (opx_rx.c, opx_rx_advertise). */
