@@ -265,20 +265,21 @@ int opx_av_udp_peer(struct opx_ep *ep, fi_addr_t addr, struct shim_peer **peer)
 	return 0;
 }
 
+/* Close the peers of one of those arrays (by slot, NULL: none) and free it. */
+static void opx_av_peer_array_close(struct shim_peer ***arr, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++)
+		if ((*arr)[i])
+			shim_peer_close((*arr)[i]);
+	free(*arr);
+	*arr = NULL;
+	*n = 0;
+}
+
 void opx_av_udp_peers_close(struct opx_ep *ep)
 {
-	for (size_t i = 0; i < ep->peers.upeers_n; i++)
-		if (ep->peers.upeers[i])
-			shim_peer_close(ep->peers.upeers[i]);
-	free(ep->peers.upeers);
-	ep->peers.upeers = NULL;
-	ep->peers.upeers_n = 0;
-	for (size_t i = 0; i < ep->peers.usub_n; i++)
-		if (ep->peers.usub[i])
-			shim_peer_close(ep->peers.usub[i]);
-	free(ep->peers.usub);
-	ep->peers.usub = NULL;
-	ep->peers.usub_n = 0;
+	opx_av_peer_array_close(&ep->peers.upeers, &ep->peers.upeers_n);
+	opx_av_peer_array_close(&ep->peers.usub, &ep->peers.usub_n);
 }
 
 /* ---------------------------------------------------------------------
