@@ -78,24 +78,44 @@ build_intree() {
 # with_hog CMD...: run CMD beside OPX_CI_HOG (default 2) busy loops, as on
 # a machine where other users compute: a test that assumes a process is
 # scheduled, has written a file or answered within some time fails here
-# before it fails for a user.  OPX_CI_HOG=0 runs CMD alone.
+# before it fails for a user.  OPX_CI_HOG=0 runs CMD alone.  Returns CMD's
+# exit status.  Beside the loops CMD (a program: it is exec'ed) runs in the
+# background and this shell waits for it, because bash runs a trap only
+# once a foreground command has returned but interrupts a wait: an INT or
+# TERM (a cancelled CI) ends CMD and the loops at once, then this shell by
+# the same signal.  CMD stays in the caller's process group, so a signal to
+# the group (Ctrl-C, a runner ending the job) reaches every process of it
+# as before; that group is not killed from here, it holds the caller too.
 with_hog() {
-	local n=${OPX_CI_HOG:-2} pids=() rc i
+	local n=${OPX_CI_HOG:-2} pids=() rc i cmd stop
 	for ((i = 0; i < n; i++)); do
 		sh -c 'while :; do :; done' &
 		pids+=($!)
 	done
-	if [ "${#pids[@]}" -gt 0 ]; then
-		# this runs in the stage's subshell: the loops end with it
-		trap 'kill '"${pids[*]}"' 2>/dev/null' EXIT INT TERM
-		echo "test-all.sh: $n busy loops beside: $*"
+	if [ "${#pids[@]}" -eq 0 ]; then
+		"$@"
+		return
 	fi
-	"$@"
+	echo "test-all.sh: $n busy loops beside: $*"
+	# bash starts a background command with INT and QUIT ignored and stdin
+	# on /dev/null: give CMD what a foreground command gets
+	(
+		trap - INT QUIT
+		exec "$@"
+	) <&0 &
+	cmd=$!
+	# the pids expand now, $BASHPID (this shell, maybe a subshell) when
+	# the trap runs
+	stop="kill $cmd ${pids[*]} 2>/dev/null; wait ${pids[*]} 2>/dev/null"
+	# shellcheck disable=SC2064
+	trap "$stop; trap - INT; kill -s INT \$BASHPID" INT
+	# shellcheck disable=SC2064
+	trap "$stop; trap - TERM; kill -s TERM \$BASHPID" TERM
+	wait "$cmd"
 	rc=$?
-	if [ "${#pids[@]}" -gt 0 ]; then
-		kill "${pids[@]}" 2>/dev/null
-		wait "${pids[@]}" 2>/dev/null
-	fi
+	trap - INT TERM
+	kill "${pids[@]}" 2>/dev/null
+	wait "${pids[@]}" 2>/dev/null
 	return $rc
 }
 
