@@ -697,20 +697,23 @@ static int opx_info_addrs_sock(struct fi_info *fi, const char *node, const char 
 
 /*
  * Progress: the first entry is manual progress (no thread, the fastest),
- * and when the hints leave the progress model open a second entry, the
- * same in every other respect, offers FI_PROGRESS_AUTO (a progress thread
- * per domain, opx_auto.c).  Middleware that picks a provider from a list
- * by its progress model (MPICH with MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_
- * PROGRESS=1 scores the entries of a hint-less fi_getinfo) finds it there,
- * as it does with real OPX.
+ * and a hint-less fi_getinfo gets a second entry, the same in every other
+ * respect, with FI_PROGRESS_AUTO (a progress thread per domain,
+ * opx_auto.c).  Middleware that picks a provider from such a list by its
+ * progress model (MPICH with MPIR_CVAR_CH4_OFI_ENABLE_DATA_AUTO_PROGRESS=1
+ * scores the entries of a hint-less fi_getinfo) finds it there, as it does
+ * with real OPX.  Not when there are hints, even with the progress model
+ * left open: Open MPI takes several entries of one provider for several
+ * NICs and gives each local rank one of them in turn (local rank modulo
+ * their count), so every second rank of a host ran with a progress thread
+ * and a real lock on every call, 15 % slower (MPI latency 8 B 0.17 against
+ * 0.195 us); a caller that wants auto progress asks for it in its hints.
  */
 static int opx_info_add_auto(struct fi_info *fi, const struct fi_info *hints)
 {
-	const struct fi_domain_attr *hd = hints ? hints->domain_attr : NULL;
 	struct fi_info *a;
 
-	if (hd && (hd->control_progress != FI_PROGRESS_UNSPEC ||
-		   hd->data_progress != FI_PROGRESS_UNSPEC))
+	if (hints)
 		return 0;
 	a = fi_dupinfo(fi);
 	if (!a)

@@ -127,6 +127,34 @@ static void test_err_map(void **state)
 /* ---------------------------------------------------------------------
  * fi_getinfo.
  */
+/* Hints that leave the progress model open get one entry, manual: Open MPI
+ * hands the entries of one provider out to a host's ranks in turn, as if
+ * they were NICs (opx_info_add_auto). */
+static void test_hints_one_entry(void **state)
+{
+	(void)state;
+	struct fi_info *h = fi_allocinfo(), *fi = NULL;
+
+	assert_non_null(h);
+	h->caps = FI_TAGGED;
+	h->ep_attr->type = FI_EP_RDM;
+	assert_int_equal(h->domain_attr->data_progress, FI_PROGRESS_UNSPEC);
+	assert_int_equal(h->domain_attr->control_progress, FI_PROGRESS_UNSPEC);
+	assert_int_equal(getinfo(h, &fi), 0);
+	assert_non_null(fi);
+	assert_int_equal(fi->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+	assert_int_equal(fi->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+	assert_null(fi->next);
+	fi_freeinfo(fi);
+	/* asked for, auto progress is what it gets */
+	h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	assert_int_equal(getinfo(h, &fi), 0);
+	assert_int_equal(fi->domain_attr->data_progress, FI_PROGRESS_AUTO);
+	assert_null(fi->next);
+	fi_freeinfo(fi);
+	fi_freeinfo(h);
+}
+
 static void test_null_hints(void **state)
 {
 	(void)state;
@@ -719,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_params_listed),
 		cmocka_unit_test(test_err_map),
 		cmocka_unit_test(test_null_hints),
+		cmocka_unit_test(test_hints_one_entry),
 		cmocka_unit_test(test_info_fields_sane),
 		cmocka_unit_test(test_rejected_hints),
 		cmocka_unit_test(test_hint_threading),
