@@ -117,11 +117,10 @@ static pid_t tr_spawn(const struct shim_addr *src, struct shim_addr *name)
 	return pid;
 }
 
-/* A UDP port below the kernel's ephemeral range: a port freed there is
- * not handed to the next socket that binds to port 0, as one in the range
- * may be (make check runs other tests beside this one, opx_fanout with a
- * thousand sockets).  Random, so that parallel runs differ; network
- * byte order; 0 if the range leaves no room. */
+/* A UDP port below the kernel's ephemeral range, where no bind to port 0
+ * (other tests of make check run beside this one) takes it between the
+ * two processes.  Random, so that parallel runs differ; network byte
+ * order; 0 if the range leaves no room. */
 static uint16_t tr_port_outside_ephemeral(void)
 {
 	unsigned int lo = 32768, hi = 60999;
@@ -366,10 +365,11 @@ static void test_rel_peer_restarted(void **state)
 	pid_t pid;
 
 	(void)state;
-	/* the first process at a port no one else is given meanwhile (a
-	 * port that an ephemeral bind took between the two processes made
-	 * the restart fail under load): this interface's address from a
-	 * child that opens anywhere, then a few random tries */
+	/* the first process at a port it names, so that it claims the port
+	 * in the service registry and the restart must take a dead holder's
+	 * entry over (a udp endpoint's never was: shim_svc_live); this
+	 * interface's address from a child that opens anywhere, then a few
+	 * random tries */
 	pid = tr_spawn(NULL, &first);
 	fx_reap(pid);
 	memset(&at, 0, sizeof(at));
