@@ -18,6 +18,11 @@ void opx_rel_progress(struct opx_ep *ep);
  * live peer that does not progress is heard a few times within it. */
 uint64_t opx_rel_keepalive_ns(void);
 void opx_rel_linger(struct opx_ep *ep); /* close: until sent packets are acknowledged */
+/* The peer waits for our ack of what it sent (a rendezvous push from it
+ * just completed here: its send completes on that ack, shim_sdma.c's
+ * zero copy): ack at the next timer tick, not when a reply would carry
+ * it.  Not a udp peer, or no flow: nothing. */
+void opx_rel_ack_soon(struct shim_peer *peer);
 void opx_rel_fini(struct opx_ep *ep);
 
 #endif /* OPX_REL_H */

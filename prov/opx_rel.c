@@ -189,6 +189,17 @@ static struct opx_rel_flow *opx_rel_flow(struct shim_peer *peer)
 	return f;
 }
 
+void opx_rel_ack_soon(struct shim_peer *peer)
+{
+	struct opx_rel_flow *f;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP || !peer->rel)
+		return;
+	f = opx_rel_flow(peer);
+	if (f)
+		f->ack_force = true;
+}
+
 uint64_t opx_rel_keepalive_ns(void)
 {
 	uint64_t quarter = (uint64_t)opx_env.peer_timeout * 1000000000ull / 4;

@@ -25,7 +25,9 @@
  *   submit to the SDMA engine          <--  CTS {cookie, rx cookie, TIDs}
  *   DATA packets (TID, offset)         -->  the shim places each payload at
  *   complete when the engine reports        its offset; complete when all
- *   the last packet published               bytes have landed
+ *   the last packet published (to a         bytes have landed (and, from a
+ *   udp peer: acknowledged, zero copy)      udp peer, ack at once:
+ *                                           opx_rel_ack_soon)
  *
  * Send slot (struct opx_rndv_tx, ep->rndv[]).  RELEASE is
  * opx_rndv_tx_release: the completion (or error entry), a new generation,
@@ -110,6 +112,7 @@
 
 #include "opx_complete.h"
 #include "opx_drop.h"
+#include "opx_rel.h"
 #include "opx_rndv.h"
 #include "opx_ux.h"
 #include "shim_dma.h"
@@ -537,6 +540,7 @@ int opx_rndv_rx_data(struct opx_ep *ep, const struct shim_rhq_entry *e, const ui
 	}
 	x->placed += h->paylen;
 	if (x->placed == x->expect) {
+		opx_rel_ack_soon(x->peer); /* the sender's completion waits for it */
 		opx_complete_rx(ep, x->req, x->off, x->cap, x->total, x->tag, x->data, x->pflags,
 				x->src, 0);
 		opx_rndv_rx_free(ep, x);
