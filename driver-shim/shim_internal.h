@@ -177,6 +177,17 @@ void shim_udp_kick(struct shim_peer_priv *pp); /* publish hook: transmit */
  * them in batches (the SDMA engine wraps each run in them). */
 void shim_udp_hold(struct shim_peer_priv *pp);
 void shim_udp_unhold(struct shim_peer_priv *pp);
+/* Zero copy (the SDMA engine, shim_udp_tx.c): the packet reserved at send
+ * ring position pos of a udp peer takes its payload from pay, memory the
+ * caller keeps unchanged until shim_udp_released says the peer has it,
+ * instead of from the ring; false (not a udp peer, no memory): copy it
+ * into the ring as usual.  Between reserve and publish. */
+bool shim_udp_ext_set(struct shim_peer *peer, uint32_t pos, const void *pay);
+/* Whether the peer has every packet before send ring position end that
+ * was published in link epoch epoch (the peer's udp_epoch then): 1 it
+ * acknowledged them, 0 not yet, -EPIPE it never will (the link died, the
+ * peer restarted or the context closed), and they are never sent again. */
+int shim_udp_released(const struct shim_peer *peer, uint32_t end, uint32_t epoch);
 void shim_udp_addr_fill(const struct shim_ctx *ctx, struct shim_addr *addr);
 /* Stop every watchdog thread of this process (shim_udp_wd.c; the
  * library's destructor: an application may exit, and libfabric dlclose

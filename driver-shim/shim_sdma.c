@@ -20,6 +20,22 @@
  * deadlock: a receiver returns credits by draining its own queue, which
  * never depends on any sender's SDMA engine.
  *
+ * Zero copy on the udp wire.  A udp peer's "receive context" is the
+ * link's send ring, its replay memory, so a packet copied there is
+ * copied twice before it leaves (ring, then socket).  Instead a packet
+ * whose payload lies in one piece of the caller's iovec only reserves
+ * its ring slot (and the eager blocks, which bound the bytes in flight)
+ * and points the slot at the caller's memory (shim_udp_ext_set): the
+ * kernel copies it straight from there, first time and every
+ * retransmission.  The caller's memory must then stay as it is until the
+ * peer has the data, so such a request's completion waits, after its
+ * last packet was published, until the peer acknowledged that packet
+ * (or its link died or restarted: -EPIPE; shim_udp_released).  The
+ * engine meanwhile goes on with the next descriptors; completions still
+ * come out in submit order (finished below started).  This is hfi1's
+ * SDMA as it is: the adapter reads the user's pages, and the request is
+ * done when the hardware says so, not when a copy was made.
+ *
  * Rings.  The descriptor ring and the completion ring have the same
  * power-of-two size; a descriptor is free again only after its completion
  * was reaped, so the completion ring can never overflow.  Counters are
@@ -59,6 +75,7 @@ struct shim_sdma {
 	uint32_t mask;
 	uint32_t submitted; /* descriptors ever submitted */
 	uint32_t started;   /* descriptors ever finished by the engine (FIFO head) */
+	uint32_t finished;  /* ... whose completion was queued (zero copy waits) */
 	uint32_t reaped;    /* completions ever reaped */
 	uint32_t cpl_tail;  /* completions ever produced */
 };
@@ -82,7 +99,8 @@ struct shim_sdma {
  *  - S1 -E6-> S5: a peer known unusable before the first packet.
  *  - S2 -E2-> S2: one packet published, more to go.
  *  - S2 -E5-> S4: the last packet (or none, for a zero-length request)
- *    published: the completion is queued.
+ *    published: the completion is queued (zero copy: once the peer
+ *    acknowledged the last packet).
  *  - S2 -E3-> S3: the peer's queue is full; wait for the receiver to
  *    consume.  S3 -E3-> S3: a retry was refused again.
  *  - S3 -E4-> S2: a reservation succeeded, the transfer resumes.
@@ -193,7 +211,7 @@ static void shim_sdma_complete(struct shim_sdma *eng, struct shim_sdma_desc *d, 
 	struct shim_sdma_cpl *c = &eng->cpl[eng->cpl_tail & eng->mask];
 
 	c->cookie = d->req.cookie;
-	c->status = d->state == SHIM_SDMA_S4_DONE ? 0 : (d->status ? d->status : -EIO);
+	c->status = d->status ? d->status : d->state == SHIM_SDMA_S4_DONE ? 0 : -EIO;
 	c->desc = pos & eng->mask;
 	eng->cpl_tail++;
 }
@@ -249,6 +267,25 @@ static void shim_sdma_gather(struct shim_sdma_desc *d, uint8_t *dst, uint32_t n)
 	}
 }
 
+/* The next n bytes of the request's iovec, when they lie in one entry
+ * (then the cursor moves past them), else NULL. */
+static const uint8_t *shim_sdma_piece(struct shim_sdma_desc *d, uint32_t n)
+{
+	const struct iovec *v;
+
+	while (d->iov_idx < d->req.iovcnt && d->iov_off == d->req.iov[d->iov_idx].iov_len) {
+		d->iov_idx++; /* empty entries */
+		d->iov_off = 0;
+	}
+	if (d->iov_idx == d->req.iovcnt)
+		return NULL;
+	v = &d->req.iov[d->iov_idx];
+	if (v->iov_len - d->iov_off < n)
+		return NULL;
+	d->iov_off += n;
+	return (const uint8_t *)v->iov_base + d->iov_off - n;
+}
+
 /* A reservation was refused: stay in (or enter) S3 and, every so often,
  * check that someone will ever drain the peer. */
 static void shim_sdma_no_credit(struct shim_sdma_desc *d)
@@ -268,6 +305,7 @@ static void shim_sdma_no_credit(struct shim_sdma_desc *d)
 static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 {
 	struct shim_peer *p = d->peer;
+	const bool zcopy = ((struct shim_peer_priv *)p)->link != NULL;
 	uint32_t npkts = 0;
 
 	if (d->sent == d->req.len) {
@@ -281,6 +319,7 @@ static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 		struct shim_pio_resv r;
 		struct shim_rhq_entry *e;
 		struct shim_pkt_hdr h;
+		const uint8_t *src = NULL;
 		int ret;
 
 		ret = shim_pio_reserve(p, 1, chunk, &r);
@@ -299,7 +338,18 @@ static uint32_t shim_sdma_push(struct shim_sdma_desc *d, uint32_t budget)
 			shim_sdma_step(d, SHIM_SDMA_E4_CREDIT_BACK);
 			d->credit_polls = 0;
 		}
-		shim_sdma_gather(d, r.egr, chunk);
+		if (zcopy && (src = shim_sdma_piece(d, chunk)) &&
+		    !shim_udp_ext_set(p, r.hdr_pos, src)) {
+			d->iov_off -= chunk; /* no memory for it: copy after all */
+			src = NULL;
+		}
+		if (src) {
+			d->ext = true;
+			d->ext_end = r.hdr_pos + 1;
+			d->ext_epoch = p->udp_epoch;
+		} else {
+			shim_sdma_gather(d, r.egr, chunk);
+		}
 		h = d->req.tmpl;
 		h.paylen = chunk;
 		h.p.tid.handle = d->req.tid;
@@ -333,6 +383,28 @@ static uint32_t shim_sdma_run(struct shim_sdma_desc *d, uint32_t budget)
 	return npkts;
 }
 
+/* Queue, in submit order, the completions of the descriptors the engine
+ * is done with, as far as none of them waits for the peer to acknowledge
+ * zero-copy packets (those the peer will never have fail with -EPIPE). */
+static void shim_sdma_finish(struct shim_sdma *eng)
+{
+	while (eng->finished != eng->started) {
+		uint32_t pos = eng->finished;
+		struct shim_sdma_desc *d = &eng->desc[pos & eng->mask];
+
+		if (d->ext) {
+			int rc = shim_udp_released(d->peer, d->ext_end, d->ext_epoch);
+
+			if (!rc)
+				return;
+			if (rc < 0 && !d->status)
+				d->status = rc;
+		}
+		shim_sdma_complete(eng, d, pos);
+		eng->finished++;
+	}
+}
+
 int shim_sdma_progress(struct shim_sdma *eng)
 {
 	uint32_t npkts = 0;
@@ -349,9 +421,9 @@ int shim_sdma_progress(struct shim_sdma *eng)
 			npkts += shim_sdma_run(d, SHIM_SDMA_BUDGET - npkts);
 		if (d->state != SHIM_SDMA_S4_DONE && d->state != SHIM_SDMA_S5_ERROR)
 			break; /* waiting for credits or out of budget: keep FIFO */
-		shim_sdma_complete(eng, d, pos);
 		eng->started++;
 	}
+	shim_sdma_finish(eng);
 	return (int)npkts;
 }
 

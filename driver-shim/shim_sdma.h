@@ -45,6 +45,13 @@ struct shim_sdma_desc {
 	uint32_t iov_idx;        /* gather cursor: current iovec ... */
 	size_t iov_off;          /* ... and the offset inside it */
 	uint32_t credit_polls;   /* reservations refused while waiting */
+	/* Zero copy to a udp peer (shim_udp_ext_set): packets that read the
+	 * caller's iovec, not a copy; the request completes once the peer
+	 * acknowledged the last of them, before ring position ext_end of
+	 * link epoch ext_epoch (shim_udp_released). */
+	bool ext;
+	uint32_t ext_end;
+	uint32_t ext_epoch;
 };
 
 /* Apply one event: 0, or -EPROTO for a transition the table does not

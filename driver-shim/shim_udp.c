@@ -122,6 +122,7 @@ static int shim_udp_iface(const char *name, uint32_t *ipv4, uint32_t *mtu)
 static void shim_udp_link_free(struct shim_udp_link *l)
 {
 	munmap(l->mem, l->mem_len);
+	free(l->ext);
 	free(l->pp.pub.ctl);
 	free(l);
 }
@@ -145,6 +146,9 @@ void shim_udp_link_reset(struct shim_udp_link *l, uint32_t nonce)
 	l->sent = (uint32_t)tail;
 	l->wait_cnt = 0;
 	l->wait_bytes = 0;
+	if (l->ext_live) /* nothing of it is sent again */
+		memset(l->ext, 0, SHIM_UDP_RING_CNT * sizeof(*l->ext));
+	l->ext_live = 0;
 	atomic_store_explicit(&p->ctl->hdr_head, (uint32_t)tail, memory_order_release);
 	atomic_store_explicit(&p->ctl->egr_head, (uint32_t)(tail >> 32), memory_order_release);
 	p->hdr_credit_head = (uint32_t)tail;

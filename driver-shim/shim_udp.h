@@ -106,6 +106,15 @@ struct shim_udp_link {
 	bool flushing;
 	void *mem;                  /* the send ring's queues (the ctl is apart) */
 	size_t mem_len;
+	/* Zero copy (shim_udp_ext_set): per send ring slot, the caller's
+	 * memory its payload is read from instead of the ring's eager
+	 * blocks (which are reserved all the same: they bound the bytes in
+	 * flight), or NULL.  Allocated at the first, a slot cleared when it
+	 * is acknowledged, all at a reset, freed when the link is trimmed;
+	 * ext_live counts the slots set.  Owner writes; the watchdog reads
+	 * a slot under udp->lock, as the ring. */
+	const uint8_t **ext;
+	uint32_t ext_live;
 	/* shim_udp_trim gave the queues' pages back at this sent position;
 	 * nothing was sent since while sent still equals it */
 	bool trimmed;

@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <netinet/udp.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -189,7 +190,10 @@ static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp
 	crc = shim_crc32c(crc, &e->hdr, sizeof(e->hdr));
 	*len = sizeof(*uh) + sizeof(e->hdr);
 	if (e->rhf & SHIM_RHF_EGR) {
-		iov[2].iov_base = p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
+		const uint8_t *ext = l->ext_live ? l->ext[pos & p->hdrq_mask] : NULL;
+
+		iov[2].iov_base = ext ? (void *)(uintptr_t)ext
+				      : p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
 		iov[2].iov_len = e->hdr.paylen;
 		/* full mode: the MAC covers the payload, a CRC would only
 		 * repeat it */
@@ -606,6 +610,8 @@ int shim_udp_trim(struct shim_peer *peer, uint64_t now, uint64_t idle_ns)
 	    !madvise(l->mem, l->mem_len, MADV_DONTNEED)) {
 		l->trimmed = true;
 		l->trim_sent = l->sent;
+		free(l->ext); /* all acknowledged: no slot is set */
+		l->ext = NULL;
 		l->udp->st.trims++;
 		done = 1;
 	}
@@ -636,6 +642,10 @@ void shim_udp_release(struct shim_peer *peer, uint32_t ack)
 	for (; head != upto; head++) {
 		const struct shim_rhq_entry *e = &peer->hdrq[head & peer->hdrq_mask];
 
+		if (l->ext_live && l->ext[head & peer->hdrq_mask]) {
+			l->ext[head & peer->hdrq_mask] = NULL;
+			l->ext_live--;
+		}
 		if (e->rhf & SHIM_RHF_EGR) {
 			uint32_t idx = SHIM_RHF_EGRIDX(e->rhf);
 			uint32_t start = egr_head;
@@ -648,6 +658,42 @@ void shim_udp_release(struct shim_peer *peer, uint32_t ack)
 	atomic_store_explicit(&ctl->egr_head, egr_head, memory_order_release);
 	atomic_store_explicit(&ctl->hdr_head, head, memory_order_release);
 	pthread_mutex_unlock(&l->udp->lock);
+}
+
+bool shim_udp_ext_set(struct shim_peer *peer, uint32_t pos, const void *pay)
+{
+	struct shim_udp_link *l;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP || !pay)
+		return false;
+	l = ((struct shim_peer_priv *)peer)->link;
+	if (!l->ext) {
+		const uint8_t **ext = calloc(SHIM_UDP_RING_CNT, sizeof(*ext));
+
+		if (!ext)
+			return false;
+		pthread_mutex_lock(&l->udp->lock); /* the watchdog reads l->ext */
+		l->ext = ext;
+		pthread_mutex_unlock(&l->udp->lock);
+	}
+	/* not published yet: nobody reads this slot */
+	l->ext[pos & peer->hdrq_mask] = pay;
+	l->ext_live++;
+	return true;
+}
+
+int shim_udp_released(const struct shim_peer *peer, uint32_t end, uint32_t epoch)
+{
+	const struct shim_udp_link *l;
+	uint32_t head;
+
+	if (!peer || peer->wire != SHIM_WIRE_UDP)
+		return -EPIPE;
+	l = ((const struct shim_peer_priv *)peer)->link;
+	if (!l->udp || l->dead || peer->udp_epoch != epoch)
+		return -EPIPE;
+	head = atomic_load_explicit(&peer->ctl->hdr_head, memory_order_acquire);
+	return (int32_t)(head - end) >= 0 ? 1 : 0;
 }
 
 void shim_udp_rto_hint(struct shim_peer *peer, uint64_t rto_ns)

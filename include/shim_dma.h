@@ -89,8 +89,10 @@ struct shim_sdma_req {
 
 int shim_sdma_open(struct shim_ctx *ctx, uint32_t ring_size, struct shim_sdma **engp);
 void shim_sdma_close(struct shim_sdma *eng);
-/* The request is copied; the iov buffers must stay valid until reaped.
- * The peer must stay open until the request is reaped. */
+/* The request is copied; the iov buffers must stay valid and unchanged
+ * until reaped (to a udp peer, packets are sent from them until the peer
+ * acknowledged them: zero copy, shim_sdma.c).  The peer must stay open
+ * until the request is reaped. */
 int shim_sdma_submit(struct shim_sdma *eng, struct shim_peer *peer,
 		     const struct shim_sdma_req *req);
 /* Push what credits allow; returns packets published (>= 0). */
