@@ -87,6 +87,12 @@ struct opx_rel_flow {
 /* A DATA packet of flow f: delivered, stashed, its holes NACKed, or dropped. */
 void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
 		  uint64_t now);
+/* A multi-packet message whose packets are pkts[0..] of a batch (avail
+ * there), in order: delivered whole from the batch's buffers, not through
+ * the stash.  Returns the packets taken, 0 when they are not all there
+ * (then opx_rel_data takes them one by one). */
+uint32_t opx_rel_data_run(struct opx_ep *ep, struct opx_rel_flow *f,
+			  const struct shim_udp_pkt *pkts, uint32_t avail, uint64_t now);
 /* A NACK: the psns it names sent again, each at most once per half round trip. */
 void opx_rel_nacked(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
 		    uint64_t now);

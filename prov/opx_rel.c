@@ -523,9 +523,15 @@ void opx_rel_progress(struct opx_ep *ep)
 			opx_rel_mtu_log(f, pkt);
 		shim_udp_release(pkt->peer, pkt->uh.ack);
 		switch (pkt->uh.type) {
-		case SHIM_UDP_DATA:
-			opx_rel_data(ep, f, pkt, now);
+		case SHIM_UDP_DATA: {
+			uint32_t took = opx_rel_data_run(ep, f, pkt, (uint32_t)(n - i), now);
+
+			if (took)
+				i += (int)took - 1;
+			else
+				opx_rel_data(ep, f, pkt, now);
 			break;
+		}
 		case SHIM_UDP_ACK:
 			/* it holds what we sent, unread or for want of ring
 			 * room: alive, so the ack standing still is no loss */

@@ -15,9 +15,11 @@
  *                  into the posted buffer), expected++, ack_due_ns set,
  *                  then opx_rel_drain_stash from the new expected on
  *                  ring full: stashed, ring_full++, drained again later
- *   DATA, d == 0,  OPX_OP_MP_FIRST of n <= OPX_UDP_MP_MAX packets: stashed;
- *   multi-packet   opx_rel_deliver_mp once all n are in the stash, one
- *                  reservation for the whole message, expected += n
+ *   DATA, d == 0,  OPX_OP_MP_FIRST of n <= OPX_UDP_MP_MAX packets, all n
+ *   multi-packet   in this batch, in order (one GSO send, one GRO receive):
+ *                  opx_rel_data_run, one reservation from the batch's
+ *                  buffers, expected += n; else stashed, and
+ *                  opx_rel_deliver_mp once all n are in the stash
  *   DATA, ahead    opx_rel_stash (the same psn twice: dups++); the psns
  *                  between the previous highest arrival (rx_hi) and this one
  *                  are new holes: opx_rel_nack names them at once, as many
@@ -234,6 +236,48 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 	if (!f->ack_due_ns)
 		f->ack_due_ns = now;
 	return 0;
+}
+
+uint32_t opx_rel_data_run(struct opx_ep *ep, struct opx_rel_flow *f,
+			  const struct shim_udp_pkt *pkts, uint32_t avail, uint64_t now)
+{
+	const struct shim_udp_pkt *run[OPX_UDP_MP_MAX];
+	uint32_t m;
+	int rc;
+
+	if (pkts[0].uh.psn != f->expected || f->stashed)
+		return 0;
+	m = opx_rel_mp_count(&pkts[0].e.hdr);
+	if (m < 2 || m > avail)
+		return 0;
+	for (uint32_t k = 0; k < m; k++) {
+		if (pkts[k].uh.type != SHIM_UDP_DATA || pkts[k].peer != pkts[0].peer ||
+		    pkts[k].uh.psn != f->expected + k)
+			return 0;
+		run[k] = &pkts[k];
+	}
+	if (opx_rel_over_share(ep, f, pkts[0].peer))
+		return 0;
+	rc = shim_udp_deliver_n(ep->shim, run, m);
+	if (rc == -EAGAIN)
+		return 0; /* ring full: the stash holds them (and counts it) */
+	f->held = false;
+	if (rc)
+		opx_drop_proto(ep, "udp multi-packet message that is not eager data");
+	for (uint32_t k = 0; k < m; k++) {
+		f->ack_dgrams += pkts[k].dgram_first;
+		opx_rel_nack_sample(f, pkts[k].uh.psn, now);
+		if (k) /* the first one's was taken by the caller */
+			shim_udp_release(pkts[k].peer, pkts[k].uh.ack);
+	}
+	f->rx_last_ns = now;
+	f->expected += m;
+	if ((int32_t)(f->rx_hi - f->expected) < 0)
+		f->rx_hi = f->expected;
+	pkts[0].peer->udp_ack = f->expected;
+	if (!f->ack_due_ns)
+		f->ack_due_ns = now;
+	return m;
 }
 
 void opx_rel_drain_stash(struct opx_ep *ep, struct opx_rel_flow *f, uint64_t now)
