@@ -156,15 +156,7 @@ kill_leftovers() {
 	return 0
 }
 
-# The many-hosts section turns autogroup scheduling off; put it back.
-AUTOGROUP=/proc/sys/kernel/sched_autogroup_enabled
-AUTOGROUP_WAS=
-many_restore() {
-	[ -n "$AUTOGROUP_WAS" ] && echo "$AUTOGROUP_WAS" >"$AUTOGROUP" 2>/dev/null
-	AUTOGROUP_WAS=
-}
 cleanup() {
-	many_restore
 	kill_leftovers
 	bash "$HOSTS" down "$P" >/dev/null 2>&1
 	rm -rf "$tmp"
