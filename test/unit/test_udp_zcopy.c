@@ -223,25 +223,41 @@ static void test_zcopy_order(void **state)
 	t_zc_close(&z);
 }
 
+/* Open, submit a T_LEN request, take all its packets: sent, not complete. */
+static void t_zc_in_flight(struct t_zc *z, uint64_t cookie)
+{
+	uint32_t n, psns[64];
+	uint64_t c = 0;
+	int status = 0;
+
+	t_zc_open(z);
+	n = t_npkts(z, T_LEN);
+	t_submit(z, T_LEN, cookie);
+	assert_int_equal(t_take(z, n, psns), n);
+	assert_int_equal(t_reap(z, &c, &status), 0);
+}
+
+/* The one completion due: cookie, with -EPIPE. */
+static void t_zc_broken(struct t_zc *z, uint64_t cookie)
+{
+	uint64_t c = 0;
+	int status = 0;
+
+	assert_int_equal(t_reap(z, &c, &status), 1);
+	assert_int_equal(c, cookie);
+	assert_int_equal(status, -EPIPE);
+}
+
 /* A link declared dead: the request completes, with -EPIPE, and its
  * packets are never sent again. */
 static void test_zcopy_dead(void **state)
 {
 	struct t_zc z;
-	uint32_t n, psns[64];
-	uint64_t cookie = 0;
-	int status = 0;
 
 	(void)state;
-	t_zc_open(&z);
-	n = t_npkts(&z, T_LEN);
-	t_submit(&z, T_LEN, 9);
-	assert_int_equal(t_take(&z, n, psns), n);
-	assert_int_equal(t_reap(&z, &cookie, &status), 0);
+	t_zc_in_flight(&z, 9);
 	shim_udp_fail(z.t.to_b);
-	assert_int_equal(t_reap(&z, &cookie, &status), 1);
-	assert_int_equal(cookie, 9);
-	assert_int_equal(status, -EPIPE);
+	t_zc_broken(&z, 9);
 	assert_int_equal(shim_udp_resend(z.t.to_b, 0), -ENOENT);
 	t_zc_close(&z);
 }
@@ -252,23 +268,14 @@ static void test_zcopy_dead(void **state)
 static void test_zcopy_restart(void **state)
 {
 	struct t_zc z;
-	uint32_t n, psns[64];
-	uint64_t cookie = 0;
-	int status = 0;
 
 	(void)state;
-	t_zc_open(&z);
-	n = t_npkts(&z, T_LEN);
-	t_submit(&z, T_LEN, 11);
-	assert_int_equal(t_take(&z, n, psns), n);
-	assert_int_equal(t_reap(&z, &cookie, &status), 0);
+	t_zc_in_flight(&z, 11);
 	shim_udp_link_reset(z.l, z.l->remote_nonce + 1);
 	assert_int_equal(z.l->ext_live, 0);
 	for (uint32_t i = 0; i < SHIM_UDP_RING_CNT; i++)
 		assert_null(z.l->ext[i]);
-	assert_int_equal(t_reap(&z, &cookie, &status), 1);
-	assert_int_equal(cookie, 11);
-	assert_int_equal(status, -EPIPE);
+	t_zc_broken(&z, 11);
 	t_zc_close(&z);
 }
 
