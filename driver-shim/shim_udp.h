@@ -111,8 +111,10 @@ struct shim_udp_link {
 	 * blocks (which are reserved all the same: they bound the bytes in
 	 * flight), or NULL.  Allocated at the first, a slot cleared when it
 	 * is acknowledged, all at a reset, freed when the link is trimmed;
-	 * ext_live counts the slots set.  Owner writes; the watchdog reads
-	 * a slot under udp->lock, as the ring. */
+	 * ext_live (owner only) counts the slots set.  The owner writes a
+	 * slot before publishing it and clears it, allocates and frees the
+	 * table under udp->lock; the watchdog reads it under that lock, as
+	 * the ring. */
 	const uint8_t **ext;
 	uint32_t ext_live;
 	/* shim_udp_trim gave the queues' pages back at this sent position;

@@ -190,7 +190,9 @@ static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp
 	crc = shim_crc32c(crc, &e->hdr, sizeof(e->hdr));
 	*len = sizeof(*uh) + sizeof(e->hdr);
 	if (e->rhf & SHIM_RHF_EGR) {
-		const uint8_t *ext = l->ext_live ? l->ext[pos & p->hdrq_mask] : NULL;
+		/* l->ext, not ext_live: the watchdog frames too, and only the
+		 * table's pointer is written under the lock it holds */
+		const uint8_t *ext = l->ext ? l->ext[pos & p->hdrq_mask] : NULL;
 
 		iov[2].iov_base = ext ? (void *)(uintptr_t)ext
 				      : p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
