@@ -669,6 +669,8 @@ bool shim_udp_ext_set(struct shim_peer *peer, uint32_t pos, const void *pay)
 	if (!peer || peer->wire != SHIM_WIRE_UDP || !pay)
 		return false;
 	l = ((struct shim_peer_priv *)peer)->link;
+	if (!l->udp) /* its context closed: nothing is sent any more */
+		return false;
 	if (!l->ext) {
 		const uint8_t **ext = calloc(SHIM_UDP_RING_CNT, sizeof(*ext));
 
