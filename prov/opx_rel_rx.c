@@ -199,23 +199,15 @@ static uint32_t opx_rel_mp_count(const struct shim_pkt_hdr *h)
 	return total <= OPX_UDP_MP_MAX ? (uint32_t)total : 0;
 }
 
-/* A whole multi-packet message, once every packet is in the stash: one
- * reservation, so no other flow's packet comes between them.  -FI_EAGAIN
- * while some are missing or the ring is full. */
-static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_t n, uint64_t now)
+/* The n packets of a whole multi-packet message at f->expected, in one
+ * reservation, so no other flow's packet comes between them; expected
+ * moves past them.  -FI_EAGAIN over the flow's share or with the ring
+ * full (held, counted). */
+static int opx_rel_deliver_whole(struct opx_ep *ep, struct opx_rel_flow *f,
+				 const struct shim_udp_pkt *const *pkts, uint32_t n, uint64_t now)
 {
-	const struct shim_udp_pkt *pkts[OPX_UDP_MP_MAX];
 	int rc;
 
-	if (!f->stash)
-		return -FI_EAGAIN;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct opx_rel_slot *s = &f->stash[(f->expected + i) % OPX_REL_STASH];
-
-		if (!s->used || s->pkt.uh.psn != f->expected + i)
-			return -FI_EAGAIN;
-		pkts[i] = &s->pkt;
-	}
 	if (opx_rel_over_share(ep, f, pkts[0]->peer))
 		return -FI_EAGAIN;
 	rc = shim_udp_deliver_n(ep->shim, pkts, n);
@@ -226,15 +218,36 @@ static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_
 	}
 	if (rc)
 		opx_drop_proto(ep, "udp multi-packet message that is not eager data");
-	for (uint32_t i = 0; i < n; i++)
-		f->stash[(f->expected + i) % OPX_REL_STASH].used = false;
-	f->stashed -= n;
-	if (!f->stashed)
-		f->stash_idle_ns = now;
 	f->expected += n;
 	pkts[0]->peer->udp_ack = f->expected;
 	if (!f->ack_due_ns)
 		f->ack_due_ns = now;
+	return 0;
+}
+
+/* A whole multi-packet message, once every packet is in the stash.
+ * -FI_EAGAIN while some are missing or it cannot go yet. */
+static int opx_rel_deliver_mp(struct opx_ep *ep, struct opx_rel_flow *f, uint32_t n, uint64_t now)
+{
+	const struct shim_udp_pkt *pkts[OPX_UDP_MP_MAX] = {NULL};
+	uint32_t first = f->expected;
+
+	if (!f->stash)
+		return -FI_EAGAIN;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct opx_rel_slot *s = &f->stash[(first + i) % OPX_REL_STASH];
+
+		if (!s->used || s->pkt.uh.psn != first + i)
+			return -FI_EAGAIN;
+		pkts[i] = &s->pkt;
+	}
+	if (opx_rel_deliver_whole(ep, f, pkts, n, now))
+		return -FI_EAGAIN;
+	for (uint32_t i = 0; i < n; i++)
+		f->stash[(first + i) % OPX_REL_STASH].used = false;
+	f->stashed -= n;
+	if (!f->stashed)
+		f->stash_idle_ns = now;
 	return 0;
 }
 
@@ -243,7 +256,6 @@ uint32_t opx_rel_data_run(struct opx_ep *ep, struct opx_rel_flow *f,
 {
 	const struct shim_udp_pkt *run[OPX_UDP_MP_MAX];
 	uint32_t m;
-	int rc;
 
 	if (pkts[0].uh.psn != f->expected || f->stashed)
 		return 0;
@@ -256,14 +268,8 @@ uint32_t opx_rel_data_run(struct opx_ep *ep, struct opx_rel_flow *f,
 			return 0;
 		run[k] = &pkts[k];
 	}
-	if (opx_rel_over_share(ep, f, pkts[0].peer))
-		return 0;
-	rc = shim_udp_deliver_n(ep->shim, run, m);
-	if (rc == -EAGAIN)
-		return 0; /* ring full: the stash holds them (and counts it) */
-	f->held = false;
-	if (rc)
-		opx_drop_proto(ep, "udp multi-packet message that is not eager data");
+	if (opx_rel_deliver_whole(ep, f, run, m, now))
+		return 0; /* not now: the stash holds them */
 	for (uint32_t k = 0; k < m; k++) {
 		f->ack_dgrams += pkts[k].dgram_first;
 		opx_rel_nack_sample(f, pkts[k].uh.psn, now);
@@ -271,12 +277,8 @@ uint32_t opx_rel_data_run(struct opx_ep *ep, struct opx_rel_flow *f,
 			shim_udp_release(pkts[k].peer, pkts[k].uh.ack);
 	}
 	f->rx_last_ns = now;
-	f->expected += m;
 	if ((int32_t)(f->rx_hi - f->expected) < 0)
 		f->rx_hi = f->expected;
-	pkts[0].peer->udp_ack = f->expected;
-	if (!f->ack_due_ns)
-		f->ack_due_ns = now;
 	return m;
 }
 
