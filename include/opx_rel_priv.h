@@ -43,6 +43,7 @@ struct opx_rel_flow {
 	uint64_t ack_due_ns;       /* 0, or when the oldest unacknowledged arrived */
 	uint64_t rx_last_ns;       /* when the latest data datagram arrived */
 	uint32_t ack_dgrams;       /* data datagrams since the last ack we sent */
+	uint64_t ack_bytes;        /* and their payload bytes */
 	uint32_t rx_hi;            /* psns below arrived or were NACKed as holes */
 	uint64_t nack_scan_ns;     /* when holes were last looked for */
 	uint64_t nack_rtt_ns;      /* smoothed NACK to retransmission time, 0: none */
@@ -84,6 +85,16 @@ struct opx_rel_flow {
 	uint64_t tx_seen_ns;
 };
 
+/* Count a data packet towards the flow's next standalone ack. */
+static inline void opx_rel_ack_count(struct opx_rel_flow *f, const struct shim_udp_pkt *pkt)
+{
+	f->ack_dgrams += pkt->dgram_first;
+	if (pkt->e.rhf & SHIM_RHF_EGR)
+		f->ack_bytes += pkt->e.hdr.paylen;
+}
+/* Whether the flow's standalone ack is due, ack_sent being the last psn
+ * acked (lock held, f->ack_due_ns set). */
+bool opx_rel_ack_due(const struct opx_rel_flow *f, uint32_t ack_sent, uint64_t now);
 /* A DATA packet of flow f: delivered, stashed, its holes NACKed, or dropped. */
 void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
 		  uint64_t now);

@@ -104,7 +104,9 @@
 #include "opx_rel_priv.h"
 
 #define OPX_REL_ACK_EVERY 16u      /* packets between standalone acks, */
-#define OPX_REL_ACK_DGRAMS 8u      /* and data datagrams (opx_rel_ack_due) */
+#define OPX_REL_ACK_DGRAMS 8u      /* and data datagrams (opx_rel_ack_due), */
+#define OPX_REL_ACK_BYTES 65536u   /* and payload bytes, unless the datagrams */
+#define OPX_REL_ACK_SMALL 1024u    /* average less than this */
 #define OPX_REL_ACK_NS 200000ull   /* a quiet flow's wait for a piggy-back */
 #define OPX_REL_ACK_MAX_NS 500000ull /* a busy flow's: half the smallest RTO */
 #define OPX_REL_TICK_NS 5000ull    /* timers (acks, nacks, replays) at most this often */
@@ -153,6 +155,7 @@ static void opx_rel_flow_clear(struct opx_rel_flow *f, uint32_t epoch)
 	f->ack_force = false;
 	f->ack_due_ns = 0;
 	f->ack_dgrams = 0;
+	f->ack_bytes = 0;
 	f->rx_hi = 0;
 	f->nack_scan_ns = 0;
 	f->nack_rtt_ns = 0;
@@ -214,6 +217,7 @@ static void opx_rel_acked(struct opx_rel_flow *f)
 {
 	f->ack_due_ns = 0;
 	f->ack_dgrams = 0;
+	f->ack_bytes = 0;
 }
 
 /* The cumulative ack; HELD while our ring is too full for the next
@@ -231,24 +235,32 @@ static void opx_rel_ack(struct opx_ep *ep, struct shim_peer *peer, struct opx_re
 
 /* Whether a flow's standalone ack is due (one that no datagram of ours
  * carries; lock held, f->ack_due_ns set).  Rarely while the peer streams
- * at us: an ack is a datagram, and the receiver's per-datagram cost is
- * the wire's.  So: after OPX_REL_ACK_EVERY packets *and*
- * OPX_REL_ACK_DGRAMS data datagrams (at most one ack per 8 datagrams,
- * however many small packets a PACK carries); after half the sender's
- * window whatever the datagrams (its ring must not fill before the ack
- * arrives); OPX_REL_ACK_NS after the flow fell quiet (a reply of ours
- * would have carried it by then: request-response traffic sends none.
- * 20 us was too short: an application that takes a window of 64
+ * at us: an ack is a datagram and a system call of its own on both
+ * sides, while the data comes in batches (GSO/GRO: up to 64 KiB per
+ * call).  So: after OPX_REL_ACK_EVERY packets *and* OPX_REL_ACK_DGRAMS
+ * data datagrams (however many small packets a PACK carries) *and*
+ * OPX_REL_ACK_BYTES of payload, about one ack per receive batch (the
+ * bytes only count for datagrams that average OPX_REL_ACK_SMALL or more:
+ * a stream of small messages is acked every 8 datagrams, and a
+ * 1500-byte path every 49 instead of every 16, which took a fifth off
+ * its bandwidth); after half the sender's window whatever the datagrams
+ * (its ring must not fill before the ack arrives; its eager bytes, 1 MiB,
+ * hold 16 acks' worth); OPX_REL_ACK_NS after the flow fell quiet (a reply
+ * of ours would have carried it by then: request-response traffic sends
+ * none.  20 us was too short: an application that takes a window of 64
  * completions before it answers, as osu_bw and opx_bw do, often needs
  * longer, under a sanitizer or on a loaded machine always; nothing waits
- * for the ack meanwhile but the sender's ring, 1024 packets deep);
- * and OPX_REL_ACK_MAX_NS after the oldest unacknowledged packet, well
- * inside the sender's smallest retransmission timeout. */
-static bool opx_rel_ack_due(const struct opx_rel_flow *f, uint32_t ack_sent, uint64_t now)
+ * for the ack meanwhile but the sender's ring, 1024 packets deep); and
+ * OPX_REL_ACK_MAX_NS after the oldest unacknowledged packet, well inside
+ * the sender's smallest retransmission timeout.  A receiver that completes
+ * a push acks at once (opx_rel_ack_soon). */
+bool opx_rel_ack_due(const struct opx_rel_flow *f, uint32_t ack_sent, uint64_t now)
 {
 	uint32_t pkts = f->expected - ack_sent;
+	bool bytes = f->ack_bytes >= OPX_REL_ACK_BYTES ||
+		     f->ack_bytes < (uint64_t)f->ack_dgrams * OPX_REL_ACK_SMALL;
 
-	return (pkts >= OPX_REL_ACK_EVERY && f->ack_dgrams >= OPX_REL_ACK_DGRAMS) ||
+	return (pkts >= OPX_REL_ACK_EVERY && f->ack_dgrams >= OPX_REL_ACK_DGRAMS && bytes) ||
 	       pkts >= SHIM_UDP_WINDOW / 2 || shim_udp_since(now, f->rx_last_ns) >= OPX_REL_ACK_NS ||
 	       shim_udp_since(now, f->ack_due_ns) >= OPX_REL_ACK_MAX_NS;
 }

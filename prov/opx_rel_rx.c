@@ -271,7 +271,7 @@ uint32_t opx_rel_data_run(struct opx_ep *ep, struct opx_rel_flow *f,
 	if (opx_rel_deliver_whole(ep, f, run, m, now))
 		return 0; /* not now: the stash holds them */
 	for (uint32_t k = 0; k < m; k++) {
-		f->ack_dgrams += pkts[k].dgram_first;
+		opx_rel_ack_count(f, &pkts[k]);
 		opx_rel_nack_sample(f, pkts[k].uh.psn, now);
 		if (k) /* the first one's was taken by the caller */
 			shim_udp_release(pkts[k].peer, pkts[k].uh.ack);
@@ -340,7 +340,7 @@ void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_u
 	uint32_t d = pkt->uh.psn - f->expected;
 
 	f->rx_last_ns = now;
-	f->ack_dgrams += pkt->dgram_first;
+	opx_rel_ack_count(f, pkt);
 	if (d < OPX_REL_STASH)
 		opx_rel_nack_sample(f, pkt->uh.psn, now);
 	if (d == 0 && (int32_t)(f->rx_hi - f->expected) <= 0)

@@ -8,7 +8,9 @@
  *    later sends fail, within a bounded time, and the survivor still
  *    talks to others;
  *  - restarted at the same address (same UDP port): traffic with the new
- *    process works in both directions, data checked.
+ *    process works in both directions, data checked;
+ * and, without a peer, the rule that says when a receiver's standalone
+ * ack is due.
  * Every loop is bounded in count and time.
  */
 #include <arpa/inet.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "opx_rel_priv.h"
 #include "rdma/opx_ext.h"
 #include "shim_udp_wire.h"
 
@@ -396,6 +399,89 @@ static void test_rel_peer_restarted(void **state)
 	fx_close(&e);
 }
 
+/* n packets of paylen bytes (0: no payload), per_dgram to a datagram,
+ * counted towards flow f's next ack as the receive path counts them */
+static void tr_arrive(struct opx_rel_flow *f, uint32_t n, uint32_t paylen, uint32_t per_dgram)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct shim_udp_pkt pkt;
+
+		memset(&pkt, 0, sizeof(pkt));
+		pkt.e.rhf = paylen ? SHIM_RHF_EGR : 0;
+		pkt.e.hdr.paylen = paylen;
+		pkt.dgram_first = i % per_dgram == 0;
+		opx_rel_ack_count(f, &pkt);
+		f->expected++;
+	}
+}
+
+/* A flow that has just acked, packets arriving now. */
+static void tr_flow(struct opx_rel_flow *f, uint64_t now)
+{
+	memset(f, 0, sizeof(*f));
+	f->ack_due_ns = now;
+	f->rx_last_ns = now;
+}
+
+/* When a standalone ack is due: every 8 datagrams and 16 packets of
+ * small messages; once per 64 KiB of bulk, not per 16 datagrams of a
+ * 1500-byte path (1344 bytes each: the 49th is the one) nor per 8 of
+ * jumbo frames; half a window and the timers whatever the bytes. */
+static void test_rel_ack_rule(void **state)
+{
+	const uint64_t now = 10000000000ull;
+	struct opx_rel_flow f;
+
+	(void)state;
+	/* packed small messages: 16 packets in 8 datagrams */
+	tr_flow(&f, now);
+	tr_arrive(&f, 14, 8, 2);
+	assert_false(opx_rel_ack_due(&f, 0, now));
+	tr_arrive(&f, 2, 8, 2);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	/* one small message per datagram: the 16th */
+	tr_flow(&f, now);
+	tr_arrive(&f, 15, 1000, 1);
+	assert_false(opx_rel_ack_due(&f, 0, now));
+	tr_arrive(&f, 1, 1000, 1);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	/* header-only packets count as small */
+	tr_flow(&f, now);
+	tr_arrive(&f, 16, 0, 1);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	/* a 1500-byte path's bulk: 48 datagrams are 64512 bytes */
+	tr_flow(&f, now);
+	tr_arrive(&f, 48, 1344, 1);
+	assert_false(opx_rel_ack_due(&f, 0, now));
+	tr_arrive(&f, 1, 1344, 1);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	/* jumbo frames: 16 packets (128 KiB), as before */
+	tr_flow(&f, now);
+	tr_arrive(&f, 15, 8192, 1);
+	assert_false(opx_rel_ack_due(&f, 0, now));
+	tr_arrive(&f, 1, 8192, 1);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	/* the count starts at the last ack sent, and an ack clears it */
+	tr_flow(&f, now);
+	tr_arrive(&f, 60, 1344, 1);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	assert_false(opx_rel_ack_due(&f, 50, now));
+	/* half the sender's window, whatever the bytes */
+	tr_flow(&f, now);
+	tr_arrive(&f, SHIM_UDP_WINDOW / 2 - 1, 8, SHIM_UDP_WINDOW);
+	assert_false(opx_rel_ack_due(&f, 0, now));
+	tr_arrive(&f, 1, 8, SHIM_UDP_WINDOW);
+	assert_true(opx_rel_ack_due(&f, 0, now));
+	/* a flow fallen quiet, and the oldest unacknowledged packet's age */
+	tr_flow(&f, now);
+	tr_arrive(&f, 1, 1344, 1);
+	assert_false(opx_rel_ack_due(&f, 0, now + 150000));
+	assert_true(opx_rel_ack_due(&f, 0, now + 250000));
+	f.rx_last_ns = now + 400000;
+	assert_false(opx_rel_ack_due(&f, 0, now + 450000));
+	assert_true(opx_rel_ack_due(&f, 0, now + 550000));
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -404,6 +490,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rel_peer_busy),
 		cmocka_unit_test(test_rel_peer_busy_first),
 		cmocka_unit_test(test_rel_peer_full),
+		cmocka_unit_test(test_rel_ack_rule),
 	};
 
 	/* before the provider reads its parameters */
