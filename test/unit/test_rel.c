@@ -399,11 +399,13 @@ static void test_rel_peer_restarted(void **state)
 	fx_close(&e);
 }
 
-/* n packets of paylen bytes (0: no payload), per_dgram to a datagram,
- * counted towards flow f's next ack as the receive path counts them */
-static void tr_arrive(struct opx_rel_flow *f, uint32_t n, uint32_t paylen, uint32_t per_dgram)
+/* Packets first .. first + n - 1 of a stream of paylen-byte packets (0:
+ * no payload), per_dgram to a datagram, counted towards flow f's next
+ * ack as the receive path counts them. */
+static void tr_arrive(struct opx_rel_flow *f, uint32_t first, uint32_t n, uint32_t paylen,
+		      uint32_t per_dgram)
 {
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = first; i < first + n; i++) {
 		struct shim_udp_pkt pkt;
 
 		memset(&pkt, 0, sizeof(pkt));
@@ -426,55 +428,39 @@ static void tr_flow(struct opx_rel_flow *f, uint64_t now)
 /* When a standalone ack is due: every 8 datagrams and 16 packets of
  * small messages; once per 64 KiB of bulk, not per 16 datagrams of a
  * 1500-byte path (1344 bytes each: the 49th is the one) nor per 8 of
- * jumbo frames; half a window and the timers whatever the bytes. */
+ * jumbo frames; half a window and the timers whatever the bytes.  Each
+ * stream's ack is due at its last packet, not one packet before. */
 static void test_rel_ack_rule(void **state)
 {
+	static const struct {
+		uint32_t pkts, paylen, per_dgram;
+	} streams[] = {
+		{16, 8, 2},                     /* packed small messages: 8 datagrams */
+		{16, 1000, 1},                  /* a small message per datagram */
+		{16, 0, 1},                     /* header-only packets */
+		{49, 1344, 1},                  /* a 1500-byte path: 48 are 64512 bytes */
+		{16, 8192, 1},                  /* jumbo frames: 128 KiB, as before */
+		{SHIM_UDP_WINDOW / 2, 8, SHIM_UDP_WINDOW}, /* half a window, 1 datagram */
+	};
 	const uint64_t now = 10000000000ull;
 	struct opx_rel_flow f;
 
 	(void)state;
-	/* packed small messages: 16 packets in 8 datagrams */
+	for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+		tr_flow(&f, now);
+		tr_arrive(&f, 0, streams[i].pkts - 1, streams[i].paylen, streams[i].per_dgram);
+		assert_false(opx_rel_ack_due(&f, 0, now));
+		tr_arrive(&f, streams[i].pkts - 1, 1, streams[i].paylen, streams[i].per_dgram);
+		assert_true(opx_rel_ack_due(&f, 0, now));
+	}
+	/* the count starts at the last ack sent */
 	tr_flow(&f, now);
-	tr_arrive(&f, 14, 8, 2);
-	assert_false(opx_rel_ack_due(&f, 0, now));
-	tr_arrive(&f, 2, 8, 2);
-	assert_true(opx_rel_ack_due(&f, 0, now));
-	/* one small message per datagram: the 16th */
-	tr_flow(&f, now);
-	tr_arrive(&f, 15, 1000, 1);
-	assert_false(opx_rel_ack_due(&f, 0, now));
-	tr_arrive(&f, 1, 1000, 1);
-	assert_true(opx_rel_ack_due(&f, 0, now));
-	/* header-only packets count as small */
-	tr_flow(&f, now);
-	tr_arrive(&f, 16, 0, 1);
-	assert_true(opx_rel_ack_due(&f, 0, now));
-	/* a 1500-byte path's bulk: 48 datagrams are 64512 bytes */
-	tr_flow(&f, now);
-	tr_arrive(&f, 48, 1344, 1);
-	assert_false(opx_rel_ack_due(&f, 0, now));
-	tr_arrive(&f, 1, 1344, 1);
-	assert_true(opx_rel_ack_due(&f, 0, now));
-	/* jumbo frames: 16 packets (128 KiB), as before */
-	tr_flow(&f, now);
-	tr_arrive(&f, 15, 8192, 1);
-	assert_false(opx_rel_ack_due(&f, 0, now));
-	tr_arrive(&f, 1, 8192, 1);
-	assert_true(opx_rel_ack_due(&f, 0, now));
-	/* the count starts at the last ack sent, and an ack clears it */
-	tr_flow(&f, now);
-	tr_arrive(&f, 60, 1344, 1);
+	tr_arrive(&f, 0, 60, 1344, 1);
 	assert_true(opx_rel_ack_due(&f, 0, now));
 	assert_false(opx_rel_ack_due(&f, 50, now));
-	/* half the sender's window, whatever the bytes */
-	tr_flow(&f, now);
-	tr_arrive(&f, SHIM_UDP_WINDOW / 2 - 1, 8, SHIM_UDP_WINDOW);
-	assert_false(opx_rel_ack_due(&f, 0, now));
-	tr_arrive(&f, 1, 8, SHIM_UDP_WINDOW);
-	assert_true(opx_rel_ack_due(&f, 0, now));
 	/* a flow fallen quiet, and the oldest unacknowledged packet's age */
 	tr_flow(&f, now);
-	tr_arrive(&f, 1, 1344, 1);
+	tr_arrive(&f, 0, 1, 1344, 1);
 	assert_false(opx_rel_ack_due(&f, 0, now + 150000));
 	assert_true(opx_rel_ack_due(&f, 0, now + 250000));
 	f.rx_last_ns = now + 400000;
