@@ -528,22 +528,49 @@ void shim_udp_unhold(struct shim_peer_priv *pp)
 	shim_udp_kick(pp);
 }
 
-int shim_udp_resend(struct shim_peer *peer, uint32_t psn)
+int shim_udp_resend_run(struct shim_peer *peer, uint32_t psn, uint32_t n)
 {
 	struct shim_udp_link *l;
-	uint32_t pos, head;
+	uint32_t head, first = 0, got = 0;
 
-	if (!peer || peer->wire != SHIM_WIRE_UDP)
+	static_assert(SHIM_UDP_RESEND_MAX <= SHIM_UDP_TX_BATCH, "a run is one batch");
+	if (!peer || peer->wire != SHIM_WIRE_UDP || !n || n > SHIM_UDP_RESEND_MAX)
 		return -EINVAL;
 	l = ((struct shim_peer_priv *)peer)->link;
 	if (!l->udp || l->dead)
 		return -ENOENT;
-	pos = l->base + psn;
+	/* staged: [head, sent), one stretch, so its part of the run is one too */
 	head = atomic_load_explicit(&peer->ctl->hdr_head, memory_order_relaxed);
-	if ((uint32_t)(pos - head) >= (uint32_t)(l->sent - head))
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t pos = l->base + psn + k;
+
+		if ((uint32_t)(pos - head) >= (uint32_t)(l->sent - head)) {
+			if (got)
+				break;
+			continue;
+		}
+		if (!got)
+			first = pos;
+		got++;
+	}
+	if (!got)
 		return -ENOENT;
-	shim_udp_xmit(l, pos);
-	return 0;
+	/* a run goes as first transmissions do (GSO, one system call);
+	 * with fault injection on, datagram by datagram through it */
+	if (got > 1 && l->udp->tx && !l->udp->faulty) {
+		shim_udp_xmit_batch(l, first, got);
+	} else {
+		for (uint32_t k = 0; k < got; k++)
+			shim_udp_xmit(l, first + k);
+	}
+	return (int)got;
+}
+
+int shim_udp_resend(struct shim_peer *peer, uint32_t psn)
+{
+	int rc = shim_udp_resend_run(peer, psn, 1);
+
+	return rc < 0 ? rc : 0;
 }
 
 int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask)

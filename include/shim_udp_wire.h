@@ -173,6 +173,11 @@ int shim_udp_deliver_n(struct shim_ctx *ctx, const struct shim_udp_pkt *const *p
 int shim_udp_send_ctl(struct shim_peer *peer, uint8_t type, uint32_t psn, uint32_t mask);
 /* Send the staged packet psn again: 0, -ENOENT when it is not staged. */
 int shim_udp_resend(struct shim_peer *peer, uint32_t psn);
+/* Send the staged ones of psns psn .. psn + n - 1 again (n at most
+ * SHIM_UDP_RESEND_MAX), in one batch as first transmissions go: how many,
+ * -ENOENT when none is staged, -EINVAL for a bad peer or n. */
+#define SHIM_UDP_RESEND_MAX 64u
+int shim_udp_resend_run(struct shim_peer *peer, uint32_t psn, uint32_t n);
 /* Everything below ack arrived: free it from the send ring (credits). */
 void shim_udp_release(struct shim_peer *peer, uint32_t ack);
 /* Send-ring state: psns below *acked are freed, below *sent transmitted. */

@@ -28,10 +28,11 @@
  *   DATA, beyond   beyond_window++, dropped: replay brings it back (the
  *                  stash holds the sender's whole window, SHIM_UDP_WINDOW,
  *                  so only a misbehaving sender gets there)
- *   NACK(psn, m)   shim_udp_resend(psn) and psn + 1 + i for each bit i of m,
- *                  each at most once per half our srtt (opx_rel_nack_resend: a
+ *   NACK(psn, m)   psn and psn + 1 + i for each bit i of m sent again,
+ *                  each at most once per half our srtt (opx_rel_nack_want: a
  *                  copy sent for the last NACK is still on its way, behind
- *                  our queue); the RTO starts over
+ *                  our queue), each run of consecutive ones in one batch
+ *                  (shim_udp_resend_run); the RTO starts over
  */
 #include <stdlib.h>
 #include <string.h>
@@ -389,12 +390,11 @@ void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_u
 	ep->rel.beyond_window++;
 }
 
-/* Send psn again for a NACK, unless a NACK had it sent within half the
- * round trip: that copy is still on its way (it waits behind what we queued
- * before it), and the receiver asked again only because it cannot see
- * our queue. */
-static void opx_rel_nack_resend(struct opx_ep *ep, struct opx_rel_flow *f, struct shim_peer *peer,
-				uint32_t psn, uint64_t now)
+/* Whether psn goes again for a NACK: not when a NACK had it sent within
+ * half the round trip (that copy is still on its way, behind what we
+ * queued before it, and the receiver asked again only because it cannot
+ * see our queue); else it is noted as sent now. */
+static bool opx_rel_nack_want(struct opx_ep *ep, struct opx_rel_flow *f, uint32_t psn, uint64_t now)
 {
 	uint32_t t = (uint32_t)(now >> 10);
 
@@ -404,29 +404,53 @@ static void opx_rel_nack_resend(struct opx_ep *ep, struct opx_rel_flow *f, struc
 		if (r->psn == psn && r->t_us &&
 		    (uint64_t)(uint32_t)(t - r->t_us) << 10 < f->srtt_ns / 2) {
 			ep->rel.nack_ignored++;
-			return;
+			return false;
 		}
 		r->psn = psn;
 		r->t_us = t ? t : 1;
 	}
-	if (!shim_udp_resend(peer, psn))
-		ep->rel.nack_resends++;
+	return true;
+}
+
+/* Send the run of n psns from first again, in one batch. */
+static void opx_rel_nack_run(struct opx_ep *ep, struct shim_peer *peer, uint32_t first, uint32_t n)
+{
+	int sent = n ? shim_udp_resend_run(peer, first, n) : 0;
+
+	if (sent > 0)
+		ep->rel.nack_resends += (uint64_t)sent;
 }
 
 /* A NACK: send exactly the psns it names, once per round trip (the
- * receiver asks again after its NACK round trip).  The receiver is alive
- * and steering the recovery: the retransmission timeout starts over. */
+ * receiver asks again after its NACK round trip), each run of
+ * consecutive ones in one batch (a lost GSO batch is a run of holes).
+ * The receiver is alive and steering the recovery: the retransmission
+ * timeout starts over. */
 void opx_rel_nacked(struct opx_ep *ep, struct opx_rel_flow *f,
 		    const struct shim_udp_pkt *pkt, uint64_t now)
 {
+	uint32_t first = 0, n = 0;
+
 	ep->rel.nacks_rx++;
 	f->nack_rx_ns = now;
 	if (!f->resent)
 		f->resent = calloc(SHIM_UDP_WINDOW, sizeof(*f->resent)); /* NULL: no filter */
-	opx_rel_nack_resend(ep, f, pkt->peer, pkt->uh.psn, now);
-	for (uint32_t i = 0; i < 32; i++)
-		if (pkt->uh.rhf & (1u << i))
-			opx_rel_nack_resend(ep, f, pkt->peer, pkt->uh.psn + 1 + i, now);
+	for (uint32_t i = 0; i <= 32; i++) {
+		uint32_t psn = pkt->uh.psn + i;
+
+		if (i && !(pkt->uh.rhf & (1u << (i - 1))))
+			continue;
+		if (!opx_rel_nack_want(ep, f, psn, now))
+			continue;
+		if (n && psn == first + n) {
+			n++;
+			continue;
+		}
+		opx_rel_nack_run(ep, pkt->peer, first, n);
+		first = psn;
+		n = 1;
+	}
+	opx_rel_nack_run(ep, pkt->peer, first, n);
 	ep->rel.retransmits = ep->rel.nack_resends + ep->rel.rto_resends;
 	if (f->progress_ns)
 		f->timer_ns = now + f->rto_ns;

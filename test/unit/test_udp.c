@@ -98,6 +98,43 @@ static void test_udp_exchange(void **state)
 	t_pair_close(&t);
 }
 
+/* A run of packets goes again in one batch: only what is staged of it
+ * (neither acknowledged nor beyond what was sent), in order, payloads
+ * intact; a run of nothing staged, an empty one and one longer than a
+ * batch are refused. */
+static void test_udp_resend_run(void **state)
+{
+	uint32_t psns[40];
+	struct t_pair t;
+
+	(void)state;
+	t_pair_open(&t, NULL);
+	for (uint32_t s = 0; s < 40; s++)
+		assert_int_equal(t_send(t.to_b, s), 0);
+	assert_int_equal(t_recv_all(&t, 40, psns, 10.0), 40);
+	shim_udp_release(t.to_b, 10);
+	/* 5 .. 24: 5 .. 9 are acknowledged */
+	assert_int_equal(shim_udp_resend_run(t.to_b, 5, 20), 15);
+	assert_int_equal(t_recv_all(&t, 15, psns, 10.0), 15);
+	for (uint32_t i = 0; i < 15; i++)
+		assert_int_equal(psns[i], 10 + i);
+	/* 35 .. 44: 40 and on were never sent */
+	assert_int_equal(shim_udp_resend_run(t.to_b, 35, 10), 5);
+	assert_int_equal(t_recv_all(&t, 5, psns, 10.0), 5);
+	for (uint32_t i = 0; i < 5; i++)
+		assert_int_equal(psns[i], 35 + i);
+	/* one alone, as shim_udp_resend */
+	assert_int_equal(shim_udp_resend_run(t.to_b, 12, 1), 1);
+	assert_int_equal(t_recv_all(&t, 1, psns, 10.0), 1);
+	assert_int_equal(psns[0], 12);
+	assert_int_equal(shim_udp_resend_run(t.to_b, 0, 10), -ENOENT);
+	assert_int_equal(shim_udp_resend_run(t.to_b, 50, 4), -ENOENT);
+	assert_int_equal(shim_udp_resend_run(t.to_b, 12, 0), -EINVAL);
+	assert_int_equal(shim_udp_resend_run(t.to_b, 12, SHIM_UDP_RESEND_MAX + 1), -EINVAL);
+	assert_int_equal(shim_udp_resend_run(NULL, 12, 1), -EINVAL);
+	t_pair_close(&t);
+}
+
 /* An idle link gives its send ring's pages back: only once everything
  * sent is acknowledged, nothing waits to be sent, and no data went out
  * for the idle time, however recently the peer spoke (keepalives and
@@ -622,6 +659,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_udp_exchange),
+		cmocka_unit_test(test_udp_resend_run),
 		cmocka_unit_test(test_udp_trim),
 		cmocka_unit_test(test_udp_wd_hint),
 		cmocka_unit_test(test_udp_recv_modes),
