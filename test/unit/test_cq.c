@@ -448,6 +448,55 @@ static void test_cq_growth(void **state)
 	assert_int_equal(fi_close(&cq->fid), 0);
 }
 
+/* A ring the reader empties starts again at slot 0 (the same few cache
+ * lines for an application that keeps up), but not while an error entry
+ * waits: its position is absolute.  Order and contents hold across it. */
+static void test_cq_rewind(void **state)
+{
+	struct fid_cq *cq = open_cq(FI_CQ_FORMAT_TAGGED, FI_WAIT_NONE, 16);
+	struct opx_cq *c = opx_of(cq);
+	struct fi_cq_tagged_entry e[8];
+	struct fi_cq_err_entry err;
+
+	(void)state;
+	for (uintptr_t i = 1; i <= 5; i++)
+		report(cq, i, FI_SEND, 0, 0, i, 0);
+	/* partly read: not rewound */
+	assert_int_equal(fi_cq_read(cq, e, 3), 3);
+	assert_int_equal(c->head, 3);
+	assert_int_equal(c->tail, 5);
+	/* emptied: back to slot 0, and the next entry is written there */
+	assert_int_equal(fi_cq_read(cq, e, 8), 2);
+	assert_ptr_equal(e[1].op_context, (void *)5);
+	assert_int_equal(c->head, 0);
+	assert_int_equal(c->tail, 0);
+	report(cq, 6, FI_SEND, 0, 0, 6, 0);
+	assert_ptr_equal(c->ring[0].e.op_context, (void *)6);
+
+	/* an error waits behind entry 7: emptying the ring before it must
+	 * not rewind, or entry 9 (reported after it) would come before it */
+	report(cq, 7, FI_SEND, 0, 0, 7, 0);
+	report_err(cq, 8, FI_ETRUNC, -5);
+	assert_int_equal(fi_cq_read(cq, e, 8), 2);
+	assert_ptr_equal(e[0].op_context, (void *)6);
+	assert_ptr_equal(e[1].op_context, (void *)7);
+	assert_int_equal(c->head, 2);
+	assert_int_equal(c->tail, 2);
+	report(cq, 9, FI_SEND, 0, 0, 9, 0);
+	assert_int_equal(fi_cq_read(cq, e, 8), -FI_EAVAIL);
+	memset(&err, 0, sizeof(err));
+	assert_int_equal(fi_cq_readerr(cq, &err, 0), 1);
+	assert_ptr_equal(err.op_context, (void *)8);
+	assert_int_equal(fi_cq_read(cq, e, 8), 1);
+	assert_ptr_equal(e[0].op_context, (void *)9);
+	assert_int_equal(e[0].tag, 9);
+	/* no error left and the ring empty: rewound */
+	assert_int_equal(c->head, 0);
+	assert_int_equal(c->tail, 0);
+	assert_int_equal(fi_cq_read(cq, e, 8), -FI_EAGAIN);
+	assert_int_equal(fi_close(&cq->fid), 0);
+}
+
 /* ---------------------------------------------------------------------
  * Arguments.
  */
@@ -528,6 +577,7 @@ int main(void)
 		cmocka_unit_test(test_cq_err_data_api_1_4),
 		cmocka_unit_test(test_cq_err_data_reuse),
 		cmocka_unit_test(test_cq_growth),
+		cmocka_unit_test(test_cq_rewind),
 		cmocka_unit_test(test_cq_bad_args),
 		cmocka_unit_test(test_cq_close_busy),
 	};
