@@ -95,6 +95,10 @@ static inline void opx_rel_ack_count(struct opx_rel_flow *f, const struct shim_u
 /* Whether the flow's standalone ack is due, ack_sent being the last psn
  * acked (lock held, f->ack_due_ns set). */
 bool opx_rel_ack_due(const struct opx_rel_flow *f, uint32_t ack_sent, uint64_t now);
+/* A poll found the socket empty at now: ep->rel's drain times (the
+ * first drain, or one after a gap over timeout_ns, restarts every
+ * peer's silence count). */
+void opx_rel_drained(struct opx_rel_stats *rel, uint64_t now, uint64_t timeout_ns);
 /* A DATA packet of flow f: delivered, stashed, its holes NACKed, or dropped. */
 void opx_rel_data(struct opx_ep *ep, struct opx_rel_flow *f, const struct shim_udp_pkt *pkt,
 		  uint64_t now);

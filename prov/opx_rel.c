@@ -72,7 +72,9 @@
  *   still unread, and must not take them for silent before it read them.
  *   And what it reads then proves nothing: a socket that filled up while
  *   it computed dropped the rest, keepalives included, so after such a
- *   gap every peer gets a full timeout from the drain (rel.resumed_ns).
+ *   gap, and at the first drain (nothing to measure a gap from), every
+ *   peer gets a full timeout from the drain (rel.resumed_ns,
+ *   opx_rel_drained).
  *   DEAD   shim_udp_fail: nothing more is sent, the ring looks full,
  *          shim_peer_alive() is false.  A send that stalls on the peer
  *          fails with FI_ECONNREFUSED (opx_av_stalled_locked), and
@@ -489,6 +491,24 @@ static void opx_rel_mtu_log(struct opx_rel_flow *f, const struct shim_udp_pkt *p
 		 p->lid, p->ctx, p->mtu, (unsigned int)pkt->uh.src_mtu * SHIM_BLOCK);
 }
 
+/* A poll found the socket empty at now.  Back after not emptying it for
+ * longer than the peer timeout (the application computed), what peers
+ * sent meanwhile may have overflowed the socket and been dropped by the
+ * kernel, their keepalives with it, so what was read proves no silence:
+ * every peer gets a full timeout from now to be heard (resumed_ns,
+ * opx_rel_tx_timer).  So does the first drain of all: nothing says how
+ * long the socket went unread before it.  A rank that took part in a
+ * barrier with a few polls (none of them a timed one with the socket
+ * empty) and then computed for longer than the timeout, while a peer's
+ * stream filled its socket, took another peer whose keepalives the
+ * kernel had dropped for dead as soon as it polled again. */
+void opx_rel_drained(struct opx_rel_stats *rel, uint64_t now, uint64_t timeout_ns)
+{
+	if (!rel->drained_ns || now - rel->drained_ns > timeout_ns)
+		rel->resumed_ns = now;
+	rel->drained_ns = now;
+}
+
 void opx_rel_progress(struct opx_ep *ep)
 {
 	struct shim_udp_pkt pkts[OPX_REL_RX_BATCH];
@@ -506,18 +526,8 @@ void opx_rel_progress(struct opx_ep *ep)
 		now = pkts[0].rx_ns;
 	else if (timed)
 		now = opx_rel_now();
-	if (timed && shim_udp_rx_empty(ep->shim)) {
-		/* Back after not emptying the socket for longer than the
-		 * peer timeout (the application computed): what peers sent
-		 * meanwhile may have overflowed the socket and been dropped
-		 * by the kernel, their keepalives with it, so what was read
-		 * proves no silence.  Every peer gets a full timeout from
-		 * now to be heard (opx_rel_tx_timer). */
-		if (ep->rel.drained_ns &&
-		    now - ep->rel.drained_ns > (uint64_t)opx_env.peer_timeout * 1000000000ull)
-			ep->rel.resumed_ns = now;
-		ep->rel.drained_ns = now;
-	}
+	if (timed && shim_udp_rx_empty(ep->shim))
+		opx_rel_drained(&ep->rel, now, (uint64_t)opx_env.peer_timeout * 1000000000ull);
 	for (int i = 0; i < n; i++) {
 		const struct shim_udp_pkt *pkt = &pkts[i];
 		struct opx_rel_flow *f = opx_rel_flow(pkt->peer);

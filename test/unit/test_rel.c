@@ -9,8 +9,9 @@
  *    talks to others;
  *  - restarted at the same address (same UDP port): traffic with the new
  *    process works in both directions, data checked;
- * and, without a peer, the rule that says when a receiver's standalone
- * ack is due.
+ * and, without a peer, the rules that say when a receiver's standalone
+ * ack is due and when a drained socket restarts every peer's silence
+ * count.
  * Every loop is bounded in count and time.
  */
 #include <arpa/inet.h>
@@ -468,6 +469,35 @@ static void test_rel_ack_rule(void **state)
 	assert_true(opx_rel_ack_due(&f, 0, now + 550000));
 }
 
+/* When a poll finds the socket empty: the first drain of all, and one
+ * after a gap over the peer timeout, restart every peer's silence count
+ * (resumed_ns); drains closer together do not.  Before, the first drain
+ * did not: a rank that read its first datagrams with a few polls, none
+ * a timed one with the socket empty, then computed for longer than the
+ * timeout while another peer's stream filled its socket, took the peer
+ * whose keepalives the kernel had dropped meanwhile for dead at its
+ * first poll back (udp.sh's busy MPI test, once: "heard 31603 ms ago,
+ * socket emptied 0 ms ago, resumed 78604691 ms ago"). */
+static void test_rel_drained_rule(void **state)
+{
+	const uint64_t s = 1000000000ull, timeout = 20 * s;
+	struct opx_rel_stats rel;
+
+	(void)state;
+	memset(&rel, 0, sizeof(rel));
+	opx_rel_drained(&rel, 31 * s, timeout); /* first drain, after 31 s unread */
+	assert_int_equal(rel.drained_ns, 31 * s);
+	assert_int_equal(rel.resumed_ns, 31 * s);
+	opx_rel_drained(&rel, 32 * s, timeout); /* polling on */
+	assert_int_equal(rel.drained_ns, 32 * s);
+	assert_int_equal(rel.resumed_ns, 31 * s);
+	opx_rel_drained(&rel, 52 * s, timeout); /* a gap of exactly the timeout */
+	assert_int_equal(rel.resumed_ns, 31 * s);
+	opx_rel_drained(&rel, 72 * s + 1, timeout); /* over it */
+	assert_int_equal(rel.drained_ns, 72 * s + 1);
+	assert_int_equal(rel.resumed_ns, 72 * s + 1);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -477,6 +507,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_rel_peer_busy_first),
 		cmocka_unit_test(test_rel_peer_full),
 		cmocka_unit_test(test_rel_ack_rule),
+		cmocka_unit_test(test_rel_drained_rule),
 	};
 
 	/* before the provider reads its parameters */
