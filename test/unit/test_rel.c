@@ -474,10 +474,9 @@ static void test_rel_ack_rule(void **state)
  * (resumed_ns); drains closer together do not.  Before, the first drain
  * did not: a rank that read its first datagrams with a few polls, none
  * a timed one with the socket empty, then computed for longer than the
- * timeout while another peer's stream filled its socket, took the peer
- * whose keepalives the kernel had dropped meanwhile for dead at its
- * first poll back (udp.sh's busy MPI test, once: "heard 31603 ms ago,
- * socket emptied 0 ms ago, resumed 78604691 ms ago"). */
+ * timeout, took a peer whose datagrams it did not find in its socket for
+ * dead at its first poll back (udp.sh's busy MPI test, once: "heard
+ * 31603 ms ago, socket emptied 0 ms ago, resumed 78604691 ms ago"). */
 static void test_rel_drained_rule(void **state)
 {
 	const uint64_t s = 1000000000ull, timeout = 20 * s;
