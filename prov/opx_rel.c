@@ -497,12 +497,7 @@ static void opx_rel_mtu_log(struct opx_rel_flow *f, const struct shim_udp_pkt *p
  * kernel, their keepalives with it, so what was read proves no silence:
  * every peer gets a full timeout from now to be heard (resumed_ns,
  * opx_rel_tx_timer).  So does the first drain of all: nothing says how
- * long the socket went unread before it.  Without this, a rank that
- * read its first datagrams with a few polls (none of them a timed one
- * with the socket empty) and then computed for longer than the timeout
- * judged a peer's silence from before its computation, and took a peer
- * whose datagrams it did not find in its socket for dead as soon as it
- * polled again. */
+ * long the socket went unread before it (test_rel_drained_rule). */
 void opx_rel_drained(struct opx_rel_stats *rel, uint64_t now, uint64_t timeout_ns)
 {
 	if (!rel->drained_ns || now - rel->drained_ns > timeout_ns)
