@@ -90,6 +90,8 @@ BENCH_NAME=bench-hosts.sh
 
 SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HOSTS=$SRC_DIR/scripts/hosts.sh
+# this run owns the hosts it brings up (hosts.sh: owner)
+export HOSTS_OWNER=$$
 P=opxb
 SRV_NS=${P}1
 CLI_NS=${P}2

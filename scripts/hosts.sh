@@ -33,6 +33,14 @@
 # State lives in ${TMPDIR:-/tmp}/opx-hosts-PREFIX/: "hosts" (name address),
 # "etc-hosts" (the /etc/hosts lines), "n" and "mtu".  Only one PREFIX can be
 # up at a time: they would all claim 198.18.0.0/24 in the root namespace.
+#
+# Owner: a caller that sets HOSTS_OWNER=PID (a test sets its own $$) has
+# "up" write that process and its start time into the bridge's alias.
+# Hosts whose owner has gone (killed without its cleanup: a cancelled CI
+# run, a kill -9) are taken down by the next "up" that finds them in its
+# way, instead of holding 198.18.0.0/24 for every later run; hosts without
+# an owner, or whose owner still runs, are never touched.  "down" with
+# HOSTS_OWNER set leaves alone hosts another live process owns.
 set -euo pipefail
 
 NET=198.18.0
@@ -52,6 +60,60 @@ set_prefix() {
 }
 
 is_ns() { [ -e "/run/netns/$1" ]; }
+
+# start time of process PID (field 22 of /proc/PID/stat, after the
+# command name, which may hold spaces and parentheses); fails if none
+start_time() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086 # split into fields on purpose
+	set -- $s
+	[ -n "${20:-}" ] && echo "${20}"
+}
+
+# the alias "up" gives the bridge: "opx-hosts owner PID STARTTIME"
+owner_tag() {
+	local t
+	[[ ${HOSTS_OWNER:-} =~ ^[0-9]+$ ]] || return 1
+	t=$(start_time "$HOSTS_OWNER") || return 1
+	echo "opx-hosts owner $HOSTS_OWNER $t"
+}
+
+# owner_state BRIDGE: "none" (no owner recorded), "live PID" or "gone PID"
+owner_state() {
+	local a pid t
+	a=$(cat "/sys/class/net/$1/ifalias" 2>/dev/null) || a=
+	if ! [[ $a =~ ^opx-hosts\ owner\ ([0-9]+)\ ([0-9]+)$ ]]; then
+		echo none
+		return
+	fi
+	pid=${BASH_REMATCH[1]}
+	t=$(start_time "$pid") || t=
+	if [ "$t" = "${BASH_REMATCH[2]}" ]; then
+		echo "live $pid"
+	else
+		echo "gone $pid"
+	fi
+}
+
+# Take down every set of hosts in the way of prefix $P whose owner has
+# gone: the holder of 198.18.0.0/24 in the root namespace, and $P itself.
+reclaim_gone() {
+	local dev st p mine=$P
+	for dev in $(ip -4 -o addr show to "$NET.0/24" 2>/dev/null | awk '{print $2}' | sort -u) "$BR"; do
+		[[ $dev =~ ^([a-z][a-z0-9]{0,9})br$ ]] || continue
+		p=${BASH_REMATCH[1]}
+		[ -e "/sys/class/net/$dev" ] || continue
+		st=$(owner_state "$dev")
+		[ "${st%% *}" = gone ] || continue
+		echo "hosts.sh: the owner (pid ${st#* }) of hosts $p has gone: taking them down" >&2
+		set_prefix "$p"
+		do_down
+		set -e
+	done
+	set_prefix "$mine"
+}
 
 # /etc/hosts is rewritten in place (it may be a bind mount).
 etc_hosts_drop() {
@@ -84,7 +146,14 @@ do_check() {
 
 do_down() {
 	set +e
-	local ns
+	local ns st
+	if [ -n "${HOSTS_OWNER:-}" ] && [ -e "/sys/class/net/$BR" ]; then
+		st=$(owner_state "$BR")
+		if [ "${st%% *}" = live ] && [ "${st#* }" != "$HOSTS_OWNER" ]; then
+			echo "hosts.sh: hosts $P belong to pid ${st#* }, still running: left up" >&2
+			return 0
+		fi
+	fi
 	# namespaces ${P}0.. (deleting one deletes its veth pair too)
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -xE "${P}[0-9]+"); do
 		ip netns del "$ns" 2>/dev/null
@@ -138,7 +207,7 @@ up_failed() {
 }
 
 do_up() {
-	local n=$1 mtu=${HOSTS_MTU:-9000} i ns
+	local n=$1 mtu=${HOSTS_MTU:-9000} i ns tag
 	if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 253 ]; then
 		die "N must be 1..253"
 	fi
@@ -146,6 +215,7 @@ do_up() {
 		die "bad HOSTS_MTU '$mtu'"
 	fi
 	do_check
+	reclaim_gone
 	{ [ -e "$STATE" ] || is_ns "${P}1" || ip link show "$BR" >/dev/null 2>&1; } &&
 		die "prefix $P is already up (hosts.sh down $P)"
 	[ -z "$(ip -4 -o addr show to "$NET.0/24")" ] ||
@@ -155,6 +225,7 @@ do_up() {
 	trap 'exit 130' INT TERM
 	mkdir -p "$STATE"
 	ip link add "$BR" type bridge
+	tag=$(owner_tag) && ip link set "$BR" alias "$tag"
 	ip link set "$BR" mtu "$mtu"
 	ip addr add "$NET.254/24" dev "$BR"
 	ip link set "$BR" up

@@ -18,6 +18,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 hosts="$here/../../scripts/hosts.sh"
+# this run owns the hosts it brings up (hosts.sh: owner)
+export HOSTS_OWNER=$$
 bin=${OPX_BUILD_DIR:-.}/test/integration/opx_rma_test
 export FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-${OPX_BUILD_DIR:-.}/.libs}
 export FI_PROVIDER=opx

@@ -30,6 +30,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 hosts="$top/scripts/hosts.sh"
+# this run owns the hosts it brings up (hosts.sh: owner)
+export HOSTS_OWNER=$$
 if [ -z "${FI_PROVIDER_PATH:-}" ]; then
 	FI_PROVIDER_PATH=${OPX_BUILD_DIR:-.}/.libs
 fi

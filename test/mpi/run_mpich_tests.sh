@@ -219,6 +219,8 @@ done
 
 # ---- 3. across hosts -------------------------------------------------------------
 hosts=$top/scripts/hosts.sh
+# this run owns the hosts it brings up (hosts.sh: owner)
+export HOSTS_OWNER=$$
 prefix=opxm
 hosts_up() {
 	local i out
