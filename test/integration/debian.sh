@@ -65,8 +65,11 @@ fi
 echo "# dpkg-buildpackage -us -uc -b (log: $work/build.log)"
 # Run from "make check", MAKEFLAGS carries the outer make's overrides
 # (TEST_LOGS=...): the package build's own "make check-unit" would run
-# the whole outer suite again.  Build as if from a clean shell.
+# the whole outer suite again.  Build as if from a clean shell, on all
+# cores (debhelper passes parallel=N on to the build and to the package's
+# own unit tests; a serial build took 4 minutes of CI's 2 cores).
 if ! (cd "$work/opx" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+	DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-parallel=$(nproc)}" \
 	dpkg-buildpackage -us -uc -b >"$work/build.log" 2>&1); then
 	echo "FAIL: dpkg-buildpackage"
 	tail -n 40 "$work/build.log"
