@@ -179,6 +179,7 @@ struct opx_mr {
 	size_t iov_count;
 	struct iovec iov[OPX_IOV_LIMIT];
 	size_t len;            /* bytes in iov[], the remote-accessible range */
+	bool probe;            /* a piece at NULL: accesses probed first (opx_mr.c) */
 	struct opx_cntr *cntr; /* fi_mr_bind (FI_RMA_EVENT): counts remote accesses */
 	uint64_t cntr_flags;   /* FI_REMOTE_WRITE and/or FI_REMOTE_READ */
 	struct opx_mr *hnext;  /* domain->mr_table chain (opx_mr.c) */

@@ -15,11 +15,26 @@
  * old FI_MR_BASIC) in the domain's mr_mode, else 0-based offsets into the
  * region; a region of several iovecs is addressed as their concatenation,
  * starting at the first one's base.
+ *
+ * Memory that is not there.  Without FI_MR_ALLOCATED in the domain's
+ * mr_mode an application may register addresses no memory backs: MPICH
+ * registers the whole address space (base NULL, length UINTPTR_MAX) for a
+ * dynamic window and addresses it with absolute addresses.  Such a region
+ * (one of whose pieces starts at NULL) is marked `probe`: before a
+ * request touches it, one byte of every page of the resolved range is
+ * read, and for a write written back, through process_vm_readv/writev on
+ * this process, which fail with EFAULT where a load or a store would
+ * fault; the request then fails with FI_EFAULT instead of killing the
+ * target.  Such a region is not offered to initiators' own copies (the
+ * region table below), so every access to it passes the probe.  Regions of real buffers are not probed (an application that
+ * unmaps a buffer it registered is wrong, as with FI_MR_ALLOCATED).
  */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "opx_cq.h"
 #include "opx_ep.h"
@@ -124,14 +139,15 @@ bool opx_mr_virt_addr(const struct opx_domain *d)
  * endpoint of the domain that takes one-sided operations and needs no
  * event for them.  Not published (those go through the target's
  * progress, which raises the events): a region with a counter bound
- * (FI_RMA_EVENT), of several pieces, or without remote access; an endpoint
+ * (FI_RMA_EVENT), of several pieces, without remote access, or probed
+ * (memory that may not be there: the target probes it first); an endpoint
  * with remote counters, or a scalable endpoint's transmit context.
  * Retracting waits until no peer can be copying any more, so a region
  * closed here is never written after fi_close returns.
  */
 static uint32_t opx_mr_rgn_access(const struct opx_mr *mr)
 {
-	if (mr->cntr || mr->iov_count != 1 || !mr->len)
+	if (mr->cntr || mr->iov_count != 1 || !mr->len || mr->probe)
 		return 0;
 	return ((mr->access & FI_REMOTE_READ) ? SHIM_RGN_READ : 0) |
 	       ((mr->access & FI_REMOTE_WRITE) ? SHIM_RGN_WRITE : 0);
@@ -206,6 +222,56 @@ static void opx_mr_rgn_each(struct opx_mr *mr, bool publish)
 	}
 }
 
+#define OPX_MR_PROBE_BATCH 64 /* pages per system call */
+#define OPX_MR_PAGE 4096u      /* at most the page size: more probes, never fewer */
+
+/* A batch of probes: read, and for a write written back unchanged. */
+static int opx_mr_probe_batch(const struct iovec *r, size_t n, unsigned char *buf, bool write)
+{
+	const struct iovec l = {.iov_base = buf, .iov_len = n};
+	const pid_t self = getpid();
+
+	if (process_vm_readv(self, &l, 1, r, n, 0) != (ssize_t)n)
+		return -FI_EFAULT;
+	if (write && process_vm_writev(self, &l, 1, r, n, 0) != (ssize_t)n)
+		return -FI_EFAULT;
+	return 0;
+}
+
+/* One byte of every page of out[0..cnt) read (and written back: write)
+ * through the kernel, on this process: 0, or -FI_EFAULT where a load or
+ * a store would fault.  Page by page from each piece's first byte, so no
+ * byte outside the range is touched. */
+static int opx_mr_probe(const struct iovec *out, size_t cnt, bool write)
+{
+	unsigned char buf[OPX_MR_PROBE_BATCH];
+	struct iovec r[OPX_MR_PROBE_BATCH];
+	size_t n = 0;
+	int rc;
+
+	for (size_t i = 0; i < cnt; i++) {
+		uintptr_t p = (uintptr_t)out[i].iov_base;
+		size_t left = out[i].iov_len;
+
+		while (left) {
+			size_t step = OPX_MR_PAGE - (p & (OPX_MR_PAGE - 1));
+
+			r[n].iov_base = (void *)p;
+			r[n].iov_len = 1;
+			if (++n == OPX_MR_PROBE_BATCH) {
+				if ((rc = opx_mr_probe_batch(r, n, buf, write)) != 0)
+					return rc;
+				n = 0;
+			}
+			if (step >= left)
+				break;
+			left -= step;
+			p += step;
+		}
+	}
+	return n ? opx_mr_probe_batch(r, n, buf, write) : 0;
+}
+
 int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, size_t len,
 			  uint64_t need, struct iovec *out, size_t *outcnt, struct opx_mr **mrp)
 {
@@ -230,9 +296,19 @@ int opx_mr_resolve_locked(struct opx_domain *d, uint64_t key, uint64_t addr, siz
 	if (off > mr->len || len > mr->len - off)
 		return -FI_EINVAL;
 	*outcnt = len ? opx_iov_slice(mr->iov, mr->iov_count, (size_t)off, len, out) : 0;
+	if (__builtin_expect(mr->probe, 0) &&
+	    opx_mr_probe(out, *outcnt, (need & (FI_REMOTE_WRITE | FI_WRITE)) != 0))
+		return -FI_EFAULT;
 	if (mrp)
 		*mrp = mr;
 	return 0;
+}
+
+/* The application registers only memory that is there (FI_MR_ALLOCATED,
+ * or the old FI_MR_BASIC, which implies it). */
+static bool opx_mr_allocated(const struct opx_domain *d)
+{
+	return d->mr_mode == FI_MR_BASIC || (d->mr_mode & FI_MR_ALLOCATED);
 }
 
 static bool opx_mr_prov_key(const struct opx_domain *d)
@@ -314,7 +390,8 @@ static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64
 	struct opx_domain *d;
 	struct opx_mr *mr;
 	uint64_t key;
-	size_t i;
+	size_t i, len;
+	bool probe = false;
 	int rc;
 
 	if (!fid || fid->fclass != FI_CLASS_DOMAIN || !attr || !mr_out)
@@ -326,9 +403,20 @@ static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64
 		OPX_INFO(FI_LOG_MR, "iov_count %zu > %d\n", attr->iov_count, OPX_IOV_LIMIT);
 		return -FI_EINVAL;
 	}
-	for (i = 0; i < attr->iov_count; i++)
-		if (!attr->mr_iov[i].iov_base && attr->mr_iov[i].iov_len)
+	for (i = 0, len = 0; i < attr->iov_count; i++) {
+		uintptr_t base = (uintptr_t)attr->mr_iov[i].iov_base;
+		size_t n = attr->mr_iov[i].iov_len;
+
+		/* memory that is not there only where the application did not
+		 * promise FI_MR_ALLOCATED (see the top of this file) */
+		if (!base && n && opx_mr_allocated(d))
 			return -FI_EINVAL;
+		probe |= !base && n;
+		/* no piece, and not the whole, beyond the address space */
+		if (n > UINTPTR_MAX - base || n > SIZE_MAX - len)
+			return -FI_EINVAL;
+		len += n;
+	}
 	if (attr->access & ~OPX_MR_ACCESS) {
 		OPX_INFO(FI_LOG_MR, "unknown access bits 0x%llx\n",
 			 (unsigned long long)(attr->access & ~OPX_MR_ACCESS));
@@ -372,6 +460,7 @@ static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64
 	mr->flags = flags;
 	mr->offset = attr->offset;
 	mr->iov_count = attr->iov_count;
+	mr->probe = probe;
 	for (i = 0; i < attr->iov_count; i++) {
 		mr->iov[i] = attr->mr_iov[i];
 		mr->len += attr->mr_iov[i].iov_len;

@@ -11,6 +11,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rma_fixture.h"
 #include "opx_rma.h"
@@ -300,6 +302,108 @@ static void test_rma_refused(void **state)
 	fx_close(&e);
 }
 
+/* Memory that is not there (opx_mr.c): without FI_MR_ALLOCATED the whole
+ * address space may be registered, as MPICH does for a dynamic window
+ * (base NULL, length UINTPTR_MAX, absolute addresses); a request into a
+ * hole, a read-only page or across into either fails with FI_EFAULT, the
+ * target lives on and no byte of the range is written; mapped memory works
+ * at every size and through atomics. */
+static void test_mr_whole_space(void **state)
+{
+	(void)state;
+	const size_t pg = (size_t)sysconf(_SC_PAGESIZE), np = 40;
+	static uint8_t src[96 * 1024], dst[96 * 1024];
+	const int modes[2] = {0, FI_MR_VIRT_ADDR};
+	struct fx_env e;
+	struct fid_mr *mr;
+	uint64_t one = 1, old = 0;
+	int ctx;
+
+	/* promised FI_MR_ALLOCATED: refused, as is a range that wraps */
+	rma_open(&e, FI_MR_ALLOCATED);
+	assert_int_equal(fi_mr_reg(e.domain, NULL, UINTPTR_MAX, FI_REMOTE_WRITE, 0, 5, 0, &mr, NULL),
+			 -FI_EINVAL);
+	fx_close(&e);
+
+	for (int m = 0; m < 2; m++) {
+		uint8_t *a = mmap(NULL, np * pg, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint8_t *hole = a + 20 * pg, *ro = a + 30 * pg;
+		uint64_t base = (uint64_t)(uintptr_t)a;
+
+		assert_ptr_not_equal(a, MAP_FAILED);
+		assert_int_equal(munmap(hole, pg), 0);
+		assert_int_equal(mprotect(ro, pg, PROT_READ), 0);
+		rma_open(&e, modes[m]);
+		assert_int_equal(fi_mr_reg(e.domain, a + 16, UINTPTR_MAX, FI_REMOTE_WRITE, 0, 4, 0,
+					   &mr, NULL),
+				 -FI_EINVAL);
+		assert_int_equal(fi_mr_reg(e.domain, NULL, UINTPTR_MAX,
+					   FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 5, 0, &mr, NULL),
+				 0);
+		memset(a, 0x5a, 20 * pg);
+		/* mapped: small, a page crossing, and large (chunks, CMA) */
+		for (size_t len = 8; len <= sizeof(src); len *= 4) {
+			fill(src, len, (unsigned)len);
+			assert_int_equal(fi_write(e.ep, src, len, NULL, e.self, base + 100, 5, &ctx), 0);
+			assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+			assert_memory_equal(a + 100, src, len);
+			memset(dst, 0, len);
+			assert_int_equal(fi_read(e.ep, dst, len, NULL, e.self, base + 100, 5, &ctx), 0);
+			assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+			assert_memory_equal(dst, src, len);
+		}
+		memset(a, 0x5a, 20 * pg);
+		assert_int_equal(fi_atomic(e.ep, &one, 1, NULL, e.self, base + 8 * pg, 5, FI_UINT64,
+					   FI_SUM, &ctx),
+				 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+		assert_int_equal(*(uint64_t *)(a + 8 * pg), 0x5a5a5a5a5a5a5a5bull);
+		/* the hole: in it, and writes ending in it, small and large */
+		memset(a, 0x5a, 20 * pg);
+		fill(src, sizeof(src), 3);
+		assert_int_equal(fi_write(e.ep, src, 8, NULL, e.self, base + 20 * pg + 64, 5, &ctx),
+				 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EFAULT);
+		assert_int_equal(fi_read(e.ep, dst, 8, NULL, e.self, base + 20 * pg, 5, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EFAULT);
+		assert_int_equal(fi_write(e.ep, src, 16, NULL, e.self, base + 20 * pg - 8, 5, &ctx),
+				 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EFAULT);
+		assert_int_equal(fi_fetch_atomic(e.ep, &one, 1, NULL, &old, NULL, e.self,
+						 base + 20 * pg + 8, 5, FI_UINT64, FI_SUM, &ctx),
+				 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EFAULT);
+		/* these refusals wrote nothing before the hole */
+		for (size_t i = 16 * pg; i < 20 * pg; i++)
+			assert_int_equal(a[i], 0x5a);
+		/* large ones fail too (what came before the hole may be written) */
+		assert_int_equal(fi_write(e.ep, src, 3 * pg, NULL, e.self, base + 18 * pg, 5, &ctx),
+				 0);
+		assert_int_not_equal(rma_wait(&e, &ctx, NULL), 0);
+		assert_int_equal(fi_write(e.ep, src, sizeof(src), NULL, e.self, base + 4 * pg, 5,
+					 &ctx),
+				 0);
+		assert_int_not_equal(rma_wait(&e, &ctx, NULL), 0);
+		/* a read-only page: read, never written */
+		assert_int_equal(fi_read(e.ep, dst, 8, NULL, e.self, base + 30 * pg, 5, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+		assert_int_equal(fi_write(e.ep, src, 8, NULL, e.self, base + 30 * pg, 5, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EFAULT);
+		assert_int_equal(fi_atomic(e.ep, &one, 1, NULL, e.self, base + 30 * pg, 5, FI_UINT64,
+					   FI_SUM, &ctx),
+				 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), FI_EFAULT);
+		/* and the endpoint still works */
+		assert_int_equal(fi_write(e.ep, src, 8, NULL, e.self, base, 5, &ctx), 0);
+		assert_int_equal(rma_wait(&e, &ctx, NULL), 0);
+		assert_memory_equal(a, src, 8);
+		fi_close(&mr->fid);
+		fx_close(&e);
+		munmap(a, np * pg);
+	}
+}
+
 /* Many operations in flight at once, more than the window. */
 static void test_rma_many(void **state)
 {
@@ -480,6 +584,7 @@ int main(void)
 		cmocka_unit_test(test_rma_sweep_offset),
 		cmocka_unit_test(test_rma_sweep_virt),
 		cmocka_unit_test(test_rma_refused),
+		cmocka_unit_test(test_mr_whole_space),
 		cmocka_unit_test(test_rma_many),
 		cmocka_unit_test(test_rma_event),
 		cmocka_unit_test(test_rma_fence),
