@@ -7,6 +7,10 @@
  * MPI_Accumulate(MPI_SUM) from every rank into rank 0; then under
  * lock/unlock every rank does fetch-and-op increments and compare-and-swap
  * increments on rank 0's counters, whose final values must be exact.
+ * Last a dynamic window (MPI_Win_create_dynamic, memory attached
+ * collectively, info coll_attach=true, which lets MPICH use the
+ * provider's RMA on it): puts to the right neighbour, accumulates, and
+ * fetch-and-op and compare-and-swap on rank 0 at absolute addresses.
  * Run it with osc rdma over btl ofi to put opx's RMA and atomics under
  * MPI (see run_mpi_tests.sh).
  */
@@ -15,6 +19,99 @@
 #define WIN_INTS (1 << 18) /* 1 MiB of ints: large puts go through many chunks */
 #define NINC 200
 #define NCAS 50
+
+#define DYN_LONGS 4096
+
+/* A dynamic window: every rank attaches DYN_LONGS longs and tells the
+ * others their address; puts into the right neighbour, an accumulate
+ * from everyone into rank 0, fetch-and-op and compare-and-swap
+ * increments of rank 0's counters (the last two elements), all checked
+ * (ncas: 0 skips compare-and-swap, see main). */
+static void dynamic_window(int right, int left, int ncas)
+{
+	MPI_Info info;
+	MPI_Win win;
+	MPI_Aint *addr = malloc((size_t)test_size * sizeof(*addr)), mine;
+	long *mem = malloc(DYN_LONGS * sizeof(long)), *src = malloc(DYN_LONGS * sizeof(long));
+	const int last = DYN_LONGS - 1;
+
+	if (!addr || !mem || !src)
+		TEST_FAIL("malloc");
+	for (int i = 0; i < DYN_LONGS; i++)
+		mem[i] = -1;
+	TEST_MPI(MPI_Info_create(&info));
+	TEST_MPI(MPI_Info_set(info, "coll_attach", "true"));
+	TEST_MPI(MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &win));
+	TEST_MPI(MPI_Info_free(&info));
+	TEST_MPI(MPI_Win_attach(win, mem, DYN_LONGS * sizeof(long)));
+	TEST_MPI(MPI_Get_address(mem, &mine));
+	TEST_MPI(MPI_Allgather(&mine, 1, MPI_AINT, addr, 1, MPI_AINT, MPI_COMM_WORLD));
+
+	/* puts of 1 .. DYN_LONGS - 1 longs into the right neighbour */
+	TEST_MPI(MPI_Win_lock_all(0, win));
+	for (int n = 1; n < DYN_LONGS; n *= 4) {
+		for (int i = 0; i < n; i++)
+			src[i] = (long)test_rank * 100003 + n + i;
+		TEST_MPI(MPI_Put(src, n, MPI_LONG, right, addr[right], n, MPI_LONG, win));
+		TEST_MPI(MPI_Win_flush(right, win));
+		TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
+		for (int i = 0; i < n; i++)
+			if (mem[i] != (long)left * 100003 + n + i)
+				TEST_FAIL("dynamic put of %d longs: mem[%d] = %ld", n, i, mem[i]);
+		TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
+	}
+	for (int i = 0; i < DYN_LONGS; i++)
+		mem[i] = 0;
+	TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
+	/* accumulate of 64 longs, then counter increments, into rank 0 */
+	for (int i = 0; i < 64; i++)
+		src[i] = (long)(test_rank + 1) * (i + 1);
+	TEST_MPI(MPI_Accumulate(src, 64, MPI_LONG, 0, addr[0], 64, MPI_LONG, MPI_SUM, win));
+	for (int i = 0; i < NINC; i++) {
+		long one = 1, old;
+
+		TEST_MPI(MPI_Fetch_and_op(&one, &old, MPI_LONG, 0,
+					  addr[0] + (MPI_Aint)(last * sizeof(long)), MPI_SUM, win));
+		TEST_MPI(MPI_Win_flush(0, win));
+		if (old < 0 || old >= (long)test_size * NINC)
+			TEST_FAIL("dynamic fetch_and_op fetched %ld", old);
+	}
+	long cur = 0;
+	for (int i = 0, tries = 0; i < ncas; tries++) {
+		long next = cur + 1, res;
+
+		if (tries > 1000000)
+			TEST_FAIL("dynamic compare_and_swap never succeeds");
+		TEST_MPI(MPI_Compare_and_swap(&next, &cur, &res, MPI_LONG, 0,
+					      addr[0] + (MPI_Aint)((last - 1) * sizeof(long)), win));
+		TEST_MPI(MPI_Win_flush(0, win));
+		if (res == cur) {
+			i++;
+			cur = next;
+		} else {
+			cur = res;
+		}
+	}
+	TEST_MPI(MPI_Win_unlock_all(win));
+	TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
+	if (test_rank == 0) {
+		long sum = (long)test_size * (test_size + 1) / 2;
+
+		for (int i = 0; i < 64; i++)
+			if (mem[i] != sum * (i + 1))
+				TEST_FAIL("dynamic accumulate: mem[%d] = %ld, want %ld", i, mem[i],
+					  sum * (i + 1));
+		if (mem[last] != (long)test_size * NINC || mem[last - 1] != (long)test_size * ncas)
+			TEST_FAIL("dynamic counters %ld and %ld, want %ld and %ld", mem[last],
+				  mem[last - 1], (long)test_size * NINC, (long)test_size * ncas);
+	}
+	TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
+	TEST_MPI(MPI_Win_detach(win, mem));
+	TEST_MPI(MPI_Win_free(&win));
+	free(src);
+	free(mem);
+	free(addr);
+}
 
 int main(int argc, char **argv)
 {
@@ -111,6 +208,7 @@ int main(int argc, char **argv)
 				  (long)test_size * NINC, (long)test_size * ncas);
 	}
 	TEST_MPI(MPI_Barrier(MPI_COMM_WORLD));
+	dynamic_window(right, left, ncas);
 	free(buf);
 	TEST_MPI(MPI_Win_free(&cwin));
 	TEST_MPI(MPI_Win_free(&win));
