@@ -215,10 +215,8 @@ mpi_run_hosts() { # label np extra-mpirun-args VAR=value...
 	extra="$extra $3 -x FI_LOG_LEVEL=warn"
 	shift 3
 	mdir=$(mktemp -d /tmp/opx-udp-mpi.XXXXXX) || { result "$label" 1; return; }
-	# OPX_OSC_NO_DYNAMIC: mpi_osc's dynamic window hung across hosts
-	# (mpi_osc.c), left out here until that is understood
 	env OPX_BUILD_DIR="$mdir" MPI_EXTRA_ARGS="$extra" NPS="$np" RNDV_MODES=cma \
-		OPX_OSC_NO_DYNAMIC=1 TEST_TIMEOUT=120 "$@" \
+		TEST_TIMEOUT=120 "$@" \
 		bash "$top/test/mpi/run_mpi_tests.sh" >"$mdir/out" 2>&1
 	rc=$?
 	if [ $rc != 0 ]; then

@@ -178,9 +178,6 @@ if [ "$mode" = cm ] && [ "$prov" = opx ] && [ "${OSC_TESTS:-1}" = 1 ]; then
 	       -mca btl self,ofi -mca osc rdma -mca osc_rdma_btls ofi
 	       -x FI_PROVIDER=opx -x FI_PROVIDER_PATH -x OPX_OSC_NO_CAS=1)
 	[ "$(id -u)" = 0 ] && oargs+=(--allow-run-as-root)
-	# mpi_osc's dynamic window is skipped where the caller says so (udp.sh
-	# across hosts, see mpi_osc.c)
-	[ -n "${OPX_OSC_NO_DYNAMIC:-}" ] && oargs+=(-x OPX_OSC_NO_DYNAMIC)
 	[ -n "${MPI_EXTRA_ARGS:-}" ] && oargs+=("${extra[@]}")
 	for np in $nps; do
 		log="$bindir/mpi_osc.np$np.log"

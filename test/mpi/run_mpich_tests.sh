@@ -258,8 +258,7 @@ else
 			targs=()
 			[ "$t" = mpi_pingpong ] && targs=(-q)
 			job "$t np=$np across 2 hosts" "$bindir/$t.hosts.np$np.log" "$np" \
-				"${xargs[@]}" "${nolocal[@]}" -genv OPX_MPI_LARGE_MAX_MB 64 \
-				-genv OPX_OSC_NO_DYNAMIC 1 -- \
+				"${xargs[@]}" "${nolocal[@]}" -genv OPX_MPI_LARGE_MAX_MB 64 -- \
 				"$bindir/$t" "${targs[@]}" &&
 				[ "$t" = mpi_pingpong ] && [ "$np" = 2 ] &&
 				show_pingpong "$bindir/$t.hosts.np$np.log"
@@ -279,7 +278,7 @@ else
 		want "$t" || continue
 		job "$t np=4 across 2 hosts, MPICH shm on each host" "$bindir/$t.hosts.shm.log" 4 \
 			"${xargs[@]}" -genv FI_OPX_PEER_TIMEOUT 60 -genv OPX_MPI_LARGE_MAX_MB 16 \
-			-genv OPX_OSC_NO_DYNAMIC 1 -- "$bindir/$t"
+			-- "$bindir/$t"
 	done
 	bash "$hosts" down $prefix >/dev/null 2>&1
 fi
