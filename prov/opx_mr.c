@@ -461,10 +461,9 @@ static int opx_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64
 	mr->offset = attr->offset;
 	mr->iov_count = attr->iov_count;
 	mr->probe = probe;
-	for (i = 0; i < attr->iov_count; i++) {
+	for (i = 0; i < attr->iov_count; i++)
 		mr->iov[i] = attr->mr_iov[i];
-		mr->len += attr->mr_iov[i].iov_len;
-	}
+	mr->len = len; /* summed, and checked against overflow, above */
 	rc = opx_mr_table_insert(&d->mr_table, mr);
 	if (rc) {
 		opx_lock_release(&d->lock);
