@@ -15,6 +15,9 @@
 #                                  until each host pings every other and the
 #                                  bridge with a full-MTU unfragmented packet,
 #                                  prints "PREFIXi 198.18.0.i" per host.
+#                                  While other hosts hold 198.18.0.0/24 (or
+#                                  PREFIX is up) it fails at once, or waits
+#                                  up to $HOSTS_WAIT_BUSY s for them to go.
 #   hosts.sh down [PREFIX]         remove all of it; never fails
 #   hosts.sh run NAME cmd...       run cmd in namespace NAME with the host
 #                                  name NAME (own UTS namespace, like opx-rsh;
@@ -206,6 +209,27 @@ up_failed() {
 	exit "$rc"
 }
 
+# Until nothing holds what prefix $P needs (hosts of a gone owner are
+# taken down), or $HOSTS_WAIT_BUSY seconds (0: fail at once) have passed.
+wait_free() {
+	local limit=${HOSTS_WAIT_BUSY:-0} start=$SECONDS why said=''
+	[[ $limit =~ ^[0-9]+$ ]] || die "bad HOSTS_WAIT_BUSY '$limit'"
+	while :; do
+		reclaim_gone
+		if [ -e "$STATE" ] || is_ns "${P}1" || ip link show "$BR" >/dev/null 2>&1; then
+			why="prefix $P is already up (hosts.sh down $P)"
+		elif [ -n "$(ip -4 -o addr show to "$NET.0/24")" ]; then
+			why="$NET.0/24 is already in use in the root namespace (another prefix up?)"
+		else
+			return 0
+		fi
+		[ $((SECONDS - start)) -lt "$limit" ] || die "$why"
+		[ -n "$said" ] || echo "hosts.sh: $why: waiting up to $limit s for it to go" >&2
+		said=1
+		sleep 2
+	done
+}
+
 do_up() {
 	local n=$1 mtu=${HOSTS_MTU:-9000} i ns tag
 	if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 253 ]; then
@@ -215,11 +239,7 @@ do_up() {
 		die "bad HOSTS_MTU '$mtu'"
 	fi
 	do_check
-	reclaim_gone
-	{ [ -e "$STATE" ] || is_ns "${P}1" || ip link show "$BR" >/dev/null 2>&1; } &&
-		die "prefix $P is already up (hosts.sh down $P)"
-	[ -z "$(ip -4 -o addr show to "$NET.0/24")" ] ||
-		die "$NET.0/24 is already in use in the root namespace (another prefix up?)"
+	wait_free
 
 	trap up_failed EXIT
 	trap 'exit 130' INT TERM

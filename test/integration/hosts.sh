@@ -3,7 +3,8 @@
 # hosts.sh's owner rule (scripts/hosts.sh): hosts whose owner process has
 # gone are taken down by the next "up" that finds them in its way; hosts
 # whose owner still runs are never touched, by "up" or by another
-# owner's "down".  A CI run once failed because a cancelled run had left
+# owner's "down"; an "up" told to (HOSTS_WAIT_BUSY) waits for hosts in
+# its way to go.  A CI run once failed because a cancelled run had left
 # its hosts up: every later test that needed hosts waited 10 minutes and
 # failed.  Needs root and network namespaces (else SKIP, exit 77).
 set -u
@@ -37,15 +38,7 @@ bad() {
 # up N PREFIX [OWNER]: hosts.sh up, waiting (at most 10 minutes) while
 # another run's hosts hold 198.18.0.0/24, as the other suites do
 up() {
-	local i
-	for ((i = 0; i < 60; i++)); do
-		if HOSTS_OWNER=${3:-$$} bash "$hosts" up "$1" "$2" >"$tmp/up" 2>&1; then
-			return 0
-		fi
-		grep -q "already up\|already in use" "$tmp/up" || break
-		[ $i = 0 ] && echo "# 198.18.0.0/24 is busy: waiting for the other hosts to go"
-		sleep 10
-	done
+	HOSTS_WAIT_BUSY=600 HOSTS_OWNER=${3:-$$} bash "$hosts" up "$1" "$2" >"$tmp/up" 2>&1 && return 0
 	cat "$tmp/up"
 	return 1
 }
@@ -104,6 +97,34 @@ if up 1 $b; then
 	fi
 else
 	bad "up $b failed after $a's owner had gone"
+fi
+
+# 4. HOSTS_WAIT_BUSY: an up that finds a live owner's hosts in its way
+# waits for them to go, then comes up
+sleep 600 &
+owner=$!
+if up 1 $a "$owner"; then
+	HOSTS_WAIT_BUSY=120 bash "$hosts" up 1 $b >"$tmp/w" 2>&1 &
+	waiter=$!
+	for ((i = 0; i < 600; i++)); do
+		grep -q "waiting up to 120 s" "$tmp/w" && break
+		kill -0 $waiter 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! grep -q "already in use.*waiting up to 120 s" "$tmp/w"; then
+		bad "up $b with HOSTS_WAIT_BUSY did not wait: $(cat "$tmp/w")"
+	elif [ -e /run/netns/${b}1 ]; then
+		bad "up $b came up while $a holds the network"
+	fi
+	HOSTS_OWNER=$owner bash "$hosts" down $a >/dev/null 2>&1
+	if wait $waiter && [ -e /run/netns/${b}1 ]; then
+		ok "an up with HOSTS_WAIT_BUSY waits for the hosts in its way, then comes up"
+	else
+		bad "up $b did not come up after $a went down: $(cat "$tmp/w")"
+	fi
+	bash "$hosts" down $b >/dev/null 2>&1
+else
+	bad "could not bring up hosts $a again"
 fi
 
 echo "hosts.sh: $fails failed"

@@ -76,19 +76,14 @@ for run in ":" "-v:" "-n:FI_OPX_RMA_CMA=0" "-v:FI_OPX_RNDV_CMA=0" \
 done
 
 # ---- two hosts (network namespaces) ---------------------------------------
-# hosts.sh holds 198.18.0.0/24 for one set of hosts at a time: wait (at
-# most 10 minutes) while another run's hosts are up, as udp.sh does.
+# hosts.sh holds 198.18.0.0/24 for one set of hosts at a time: it waits
+# (at most 10 minutes) while another run's hosts are up.
 hosts_up() {
-	local i
-	for ((i = 0; i < 60; i++)); do
-		if bash "$hosts" up 2 $prefix >"$tmp/up" 2>&1; then
-			hosts_held=1
-			return 0
-		fi
-		grep -q "already up\|already in use" "$tmp/up" || break
-		[ $i = 0 ] && echo "# 198.18.0.0/24 is busy: waiting for the other hosts to go"
-		sleep 10
-	done
+	if HOSTS_WAIT_BUSY=600 bash "$hosts" up 2 $prefix >"$tmp/up" 2>&1; then
+		hosts_held=1
+		grep "waiting up to" "$tmp/up" | sed 's/^/# /'
+		return 0
+	fi
 	cat "$tmp/up"
 	return 1
 }

@@ -134,22 +134,20 @@ prefix=opxu
 cleanup() { bash "$hosts" down $prefix >/dev/null 2>&1; }
 trap cleanup EXIT
 
-# hosts.sh holds 198.18.0.0/24 for one set of hosts at a time: wait (at
-# most 10 minutes) while another run's hosts are up.
+# hosts.sh holds 198.18.0.0/24 for one set of hosts at a time: it waits
+# (at most 10 minutes) while another run's hosts are up.
 hosts_up() { # N [extra env for hosts.sh as VAR=value...]
-	local i n=$1
+	local n=$1 rc
 	shift
-	for ((i = 0; i < 60; i++)); do
-		if env "$@" bash "$hosts" up "$n" $prefix >/tmp/opx-udp-up.$$ 2>&1; then
-			rm -f /tmp/opx-udp-up.$$
-			return 0
-		fi
-		grep -q "already up\|already in use" /tmp/opx-udp-up.$$ || break
-		sleep 10
-	done
-	cat /tmp/opx-udp-up.$$
+	env HOSTS_WAIT_BUSY=600 "$@" bash "$hosts" up "$n" $prefix >/tmp/opx-udp-up.$$ 2>&1
+	rc=$?
+	if [ $rc = 0 ]; then
+		grep "waiting up to" /tmp/opx-udp-up.$$ | sed 's/^/# /'
+	else
+		cat /tmp/opx-udp-up.$$
+	fi
 	rm -f /tmp/opx-udp-up.$$
-	return 1
+	return $rc
 }
 
 # fi_pingpong between opxu1 (server) and opxu2, on a port retried if busy;

@@ -222,16 +222,17 @@ hosts=$top/scripts/hosts.sh
 # this run owns the hosts it brings up (hosts.sh: owner)
 export HOSTS_OWNER=$$
 prefix=opxm
+# 198.18.0.0/24 holds one set of hosts at a time: while another suite's
+# hosts are up, hosts.sh waits for them to go (at most 10 minutes, and
+# not past this suite's deadline)
 hosts_up() {
-	local i out
-	for ((i = 0; i < 60 && SECONDS < deadline; i++)); do
-		out=$(bash "$hosts" up 2 $prefix 2>&1) && return 0
-		# 198.18.0.0/24 holds one set of hosts at a time: another
-		# suite's hosts are up; wait for them to go
-		grep -q "already up\|already in use" <<<"$out" || break
-		[ $i = 0 ] && echo "# waiting for another suite's namespace hosts to go (198.18.0.0/24)"
-		sleep 10
-	done
+	local out wait=$((deadline - SECONDS))
+	[ $wait -gt 600 ] && wait=600
+	[ $wait -lt 0 ] && wait=0
+	if out=$(HOSTS_WAIT_BUSY=$wait bash "$hosts" up 2 $prefix 2>&1); then
+		grep "waiting up to" <<<"$out" | sed 's/^/# /'
+		return 0
+	fi
 	echo "$out"
 	return 1
 }
