@@ -101,6 +101,7 @@ struct opx_ep_rx {
 	bool rx_no_defer;
 	bool rx_csum;            /* FI_OPX_CHECKSUM: eager packets must be sealed */
 	uint32_t idle;           /* empty progress calls in a row (opx_progress.c) */
+	uint32_t spun;           /* their cost towards a yield, in ring looks (same) */
 	uint16_t last_slid;
 	uint16_t last_sctx;
 	fi_addr_t last_src;

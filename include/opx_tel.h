@@ -39,6 +39,7 @@ struct opx_ep_telemetry {
 	struct opx_stats stats;
 	size_t ux_cnt;                /* unexpected messages queued now */
 	uint64_t app_progress;        /* progress calls not from the progress thread */
+	uint64_t yields;              /* of them, empty ones that gave the CPU away */
 	uint64_t rx_dropped;
 	uint64_t drops[OPX_DROP_MAX]; /* by enum opx_drop_reason */
 	uint32_t drops_logged;        /* bit per reason: first drop logged */

@@ -6,6 +6,8 @@
  *
  *  - an idle fi_cq_read returns -FI_EAGAIN at once, progressing its
  *    endpoint exactly once per call, also past the spin count's yield;
+ *  - an empty poll yields every FI_OPX_SPIN_COUNT looks at the rings, or
+ *    every 25th of that when it polls the udp socket each time;
  *  - with manual progress a message waits in the receiver's ring until
  *    the receiver's CQ is read: the sender's reads do not deliver it;
  *  - reading the CQ an endpoint is bound to for transmit only also moves
@@ -115,6 +117,50 @@ static void test_idle_read_eagain(void **state)
 	/* count 0 progresses too, and says there is nothing */
 	assert_int_equal(fi_cq_read(e->cq, NULL, 0), 0);
 	assert_int_equal(ep->tel.app_progress - p0, (uint64_t)reads + 1);
+}
+
+/* The yield's cadence: an empty look at the rings counts 1 towards
+ * FI_OPX_SPIN_COUNT, one that also polled the udp socket (a system call)
+ * counts 25.  On the udp wire (test_rma_udp.sh runs this suite again with
+ * FI_OPX_WIRE=udp) a message to itself gives the endpoint a flow, after
+ * which every progress call polls the socket. */
+static void test_idle_yield_cadence(void **state)
+{
+	struct fx_env *e = *state;
+	struct opx_ep *ep = tp_ep(e->ep);
+	struct fi_cq_tagged_entry ce;
+	struct fi_context sctx, rctx;
+	uint8_t sbuf[8] = {1, 2, 3}, rbuf[8] = {0};
+	const uint32_t weight = 25, spin = (uint32_t)opx_env.spin_count;
+	uint64_t y0, t0 = fx_now_ms();
+	int done = 0, reads;
+
+	assert_int_equal(fi_trecv(e->ep, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, TP_TAG, 0,
+				  &rctx),
+			 0);
+	tp_send(e->ep, sbuf, sizeof(sbuf), e->self, TP_TAG, &sctx);
+	while (done < 2 && fx_now_ms() - t0 < TP_WAIT_MS)
+		if (fi_cq_read(e->cq, &ce, 1) == 1)
+			done++;
+	assert_int_equal(done, 2);
+	assert_memory_equal(sbuf, rbuf, sizeof(sbuf));
+	if (spin < weight)
+		skip(); /* a spin count this small yields at every poll */
+	/* start counting right after a yield */
+	y0 = ep->tel.yields;
+	for (int i = 0; i < 100000 && ep->tel.yields == y0; i++)
+		(void)fi_cq_read(e->cq, &ce, 1);
+	assert_int_equal(ep->tel.yields, y0 + 1);
+	y0 = ep->tel.yields;
+	bool sock = ep->udp && ep->rel.flows;
+	uint32_t per = sock ? (spin + weight - 1) / weight : spin;
+
+	reads = (int)(3 * per);
+	for (int i = 0; i < reads; i++)
+		assert_int_equal(fi_cq_read(e->cq, &ce, 1), -FI_EAGAIN);
+	print_message("%s wire: a yield every %u empty reads (spin count %u)\n",
+		      sock ? "udp" : "shm", per, spin);
+	assert_int_equal(ep->tel.yields - y0, 3);
 }
 
 /* Manual progress: the sender's reads never drive the receiver. */
@@ -441,6 +487,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_idle_read_eagain, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_idle_yield_cadence, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_recv_needs_receiver_progress, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_tx_cq_drives_recv, fx_setup, fx_teardown),
