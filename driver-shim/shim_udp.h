@@ -164,6 +164,7 @@ struct shim_udp {
 	uint8_t *pack;              /* a PACK datagram being built; NULL: no packing */
 	struct shim_udp_link *defer[SHIM_UDP_DEFER_MAX]; /* links with packets waiting */
 	uint32_t ndefer;
+	bool cork;                  /* shim_udp_cork: kicks only join the defer list */
 	uint8_t *rbuf;              /* SHIM_UDP_BATCH receive buffers */
 	size_t rbuf_sz;
 	struct mmsghdr msgs[SHIM_UDP_BATCH];

@@ -137,6 +137,23 @@ void shim_udp_flush(struct shim_ctx *ctx)
 	pthread_mutex_unlock(&u->lock);
 }
 
+void shim_udp_cork(struct shim_ctx *ctx)
+{
+	if (ctx && ctx->udp)
+		ctx->udp->cork = true;
+}
+
+void shim_udp_uncork(struct shim_ctx *ctx)
+{
+	struct shim_udp *u = ctx ? ctx->udp : NULL;
+
+	if (!u || !u->cork)
+		return;
+	u->cork = false;
+	if (u->ndefer)
+		shim_udp_flush_waiting(u);
+}
+
 /* Our side of a header: who we are (ack 0, no destination nonce). */
 static void shim_udp_hdr_self(struct shim_udp *u, struct shim_udp_hdr *uh, uint8_t type, uint32_t psn)
 {
@@ -465,6 +482,19 @@ void shim_udp_kick(struct shim_peer_priv *pp)
 
 	if (!l->udp || l->dead || l->hold)
 		return;
+	/* corked: the link waits on the defer list for the uncork (a full
+	 * list: it goes now) */
+	if (l->udp->cork && !l->flushing) {
+		struct shim_udp *u = l->udp;
+
+		if (l->waiting)
+			return;
+		if (u->ndefer < SHIM_UDP_DEFER_MAX) {
+			u->defer[u->ndefer++] = l;
+			l->waiting = true;
+			return;
+		}
+	}
 	for (;;) {
 		uint32_t n = 0, k;
 		bool full;

@@ -248,6 +248,13 @@ int shim_udp_forget(struct shim_peer *peer);
 void shim_udp_advertise(struct shim_ctx *ctx, uint32_t eager_max);
 /* Send what fault injection held back. */
 void shim_udp_flush(struct shim_ctx *ctx);
+/* Until shim_udp_uncork, packets published to the context's udp peers
+ * wait in their send rings (as a held link's do); uncork sends them, in
+ * batches and packed: the replies one receive drain makes (RMA, atomics,
+ * rendezvous) leave in a few system calls instead of one each.  No-ops
+ * without a udp socket. */
+void shim_udp_cork(struct shim_ctx *ctx);
+void shim_udp_uncork(struct shim_ctx *ctx);
 void shim_udp_stats(const struct shim_ctx *ctx, struct shim_udp_stats *st);
 
 #endif /* SHIM_UDP_WIRE_H */

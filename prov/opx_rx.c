@@ -568,8 +568,16 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 int opx_rx_drain(struct opx_ep *ep, int budget)
 {
 	struct shim_rx *rx = ep->rx;
+	struct shim_ctx *via = ep->av ? ep->av->udp_via : NULL;
 	int n;
 
+	/* what the packets make us send to udp peers (RMA and atomic
+	 * replies, rendezvous) leaves together after the drain */
+	if (__builtin_expect(ep->udp, 0)) {
+		shim_udp_cork(ep->shim);
+		if (via && via != ep->shim)
+			shim_udp_cork(via);
+	}
 	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		struct shim_rhq_entry copy;
@@ -591,6 +599,11 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		if (opx_rx_packet(ep, &copy))
 			break;
 		shim_rx_consume(rx, &copy);
+	}
+	if (__builtin_expect(ep->udp, 0)) {
+		shim_udp_uncork(ep->shim);
+		if (via && via != ep->shim)
+			shim_udp_uncork(via);
 	}
 	if (n) {
 		shim_rx_credit_flush(rx);

@@ -6,7 +6,8 @@
  * datagram by datagram; small packets to a peer with some in flight go
  * together as PACK datagrams, handed out on arrival as the DATA packets
  * they are, and a PACK datagram that breaks any rule of its format is
- * dropped whole.  The rest of the udp wire is tested in test_udp.c;
+ * dropped whole; a corked context holds what is published until the
+ * uncork.  The rest of the udp wire is tested in test_udp.c;
  * what both share is udp_fixture.c.
  * Two receive contexts of one process talk over loopback; every loop is
  * bounded in count and in time.
@@ -213,6 +214,65 @@ static void test_udp_pack_run(void **state)
 	t_pair_close(&t);
 }
 
+/* Cork (what a receive drain does around the replies it makes): while
+ * corked nothing goes, not even a lone packet; the uncork sends what
+ * waits, full-size packets batched, small ones packed, in order and
+ * intact; a corked context's flush point sends too, and after the uncork
+ * a lone packet goes at once again.  Without packing (no PACK buffer) it
+ * holds and sends the same. */
+static void test_udp_cork(void **state)
+{
+	static const uint32_t lens[] = {8, 1024, 17, 1024, 1024, 300};
+	const uint32_t n = 30;
+	uint32_t psns[30], acked, sent;
+	struct shim_udp_stats sa, sb;
+	struct t_pair t;
+
+	(void)state;
+	for (int pack = 1; pack >= 0; pack--) {
+		t_pack = pack;
+		t_pair_open(&t, NULL);
+		t_pack = false;
+		shim_udp_cork(t.a);
+		for (uint32_t s = 0; s < n; s++)
+			assert_int_equal(t_send_len(t.to_b, s, lens[s % 6]), 0);
+		shim_udp_tx_state(t.to_b, &acked, &sent);
+		assert_int_equal(sent, 0);
+		shim_udp_uncork(t.a);
+		shim_udp_tx_state(t.to_b, &acked, &sent);
+		assert_int_equal(sent, n);
+		assert_int_equal(t_recv_all(&t, (int)n, psns, 10.0), (int)n);
+		for (uint32_t s = 0; s < n; s++)
+			assert_int_equal(psns[s], s);
+		shim_udp_stats(t.a, &sa);
+		shim_udp_stats(t.b, &sb);
+		assert_int_equal(sb.drop_len + sb.drop_crc + sb.drop_magic + sb.drop_ident, 0);
+		if (pack)
+			assert_true(sa.tx_packed >= 10);
+		/* a flush point while corked sends too */
+		shim_udp_release(t.to_b, n);
+		shim_udp_cork(t.a);
+		assert_int_equal(t_send_len(t.to_b, n, 8), 0);
+		shim_udp_tx_state(t.to_b, &acked, &sent);
+		assert_int_equal(sent, n);
+		shim_udp_flush(t.a);
+		shim_udp_tx_state(t.to_b, &acked, &sent);
+		assert_int_equal(sent, n + 1);
+		shim_udp_uncork(t.a);
+		shim_udp_uncork(t.a); /* twice: nothing more */
+		/* uncorked: a lone packet goes at once */
+		shim_udp_release(t.to_b, n + 1);
+		assert_int_equal(t_send_len(t.to_b, n + 1, 8), 0);
+		shim_udp_tx_state(t.to_b, &acked, &sent);
+		assert_int_equal(sent, n + 2);
+		assert_int_equal(t_recv_all(&t, 2, NULL, 10.0), 2);
+		t_pair_close(&t);
+	}
+	/* no udp socket: nothing to do, and no crash */
+	shim_udp_cork(NULL);
+	shim_udp_uncork(NULL);
+}
+
 /* A forged PACK datagram (a correct CRC, auth off: what a bit flip the
  * CRC missed or a buggy peer would send) that breaks any rule of the
  * format is dropped whole and counted, reading nothing past it; the
@@ -334,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_udp_gro_run),
 		cmocka_unit_test(test_udp_gro_forged),
 		cmocka_unit_test(test_udp_pack_run),
+		cmocka_unit_test(test_udp_cork),
 		cmocka_unit_test(test_udp_pack_forged),
 	};
 
