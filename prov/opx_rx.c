@@ -565,6 +565,21 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
  * dispatched, its credits returned once it is absorbed.  Returns how many
  * were taken; stops early at an empty queue or a packet that must stay
  * queued (-FI_EAGAIN from its handler). */
+/* Replies of a drain sent together at most this many packets' worth:
+ * a whole drain's (64) held at once stalled an initiator whose window is
+ * 64 chunks (fi_write 128 KiB across hosts: 750 -> 430-490 MB/s), 16
+ * keep its pipeline full. */
+#define OPX_RX_CORK_RUN 16
+
+static void opx_rx_cork(struct opx_ep *ep, struct shim_ctx *via, bool on)
+{
+	void (*f)(struct shim_ctx *) = on ? shim_udp_cork : shim_udp_uncork;
+
+	f(ep->shim);
+	if (via && via != ep->shim)
+		f(via);
+}
+
 int opx_rx_drain(struct opx_ep *ep, int budget)
 {
 	struct shim_rx *rx = ep->rx;
@@ -572,12 +587,10 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 	int n;
 
 	/* what the packets make us send to udp peers (RMA and atomic
-	 * replies, rendezvous) leaves together after the drain */
-	if (__builtin_expect(ep->udp, 0)) {
-		shim_udp_cork(ep->shim);
-		if (via && via != ep->shim)
-			shim_udp_cork(via);
-	}
+	 * replies, rendezvous) leaves together, every OPX_RX_CORK_RUN
+	 * packets and after the drain */
+	if (__builtin_expect(ep->udp, 0))
+		opx_rx_cork(ep, via, true);
 	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		struct shim_rhq_entry copy;
@@ -599,12 +612,13 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		if (opx_rx_packet(ep, &copy))
 			break;
 		shim_rx_consume(rx, &copy);
+		if (__builtin_expect(ep->udp, 0) && n % OPX_RX_CORK_RUN == OPX_RX_CORK_RUN - 1) {
+			opx_rx_cork(ep, via, false);
+			opx_rx_cork(ep, via, true);
+		}
 	}
-	if (__builtin_expect(ep->udp, 0)) {
-		shim_udp_uncork(ep->shim);
-		if (via && via != ep->shim)
-			shim_udp_uncork(via);
-	}
+	if (__builtin_expect(ep->udp, 0))
+		opx_rx_cork(ep, via, false);
 	if (n) {
 		shim_rx_credit_flush(rx);
 		ep->msg_st.tx_streak = 0;
