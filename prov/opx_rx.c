@@ -561,36 +561,44 @@ static inline int opx_rx_packet(struct opx_ep *ep, const struct shim_rhq_entry *
 	return opx_rx_ops[h->opcode](ep, e, pay);
 }
 
-/* Take up to budget packets off the receive queue, each validated and
- * dispatched, its credits returned once it is absorbed.  Returns how many
- * were taken; stops early at an empty queue or a packet that must stay
- * queued (-FI_EAGAIN from its handler). */
 /* Replies of a drain sent together at most this many packets' worth:
  * a whole drain's (64) held at once stalled an initiator whose window is
  * 64 chunks (fi_write 128 KiB across hosts: 750 -> 430-490 MB/s), 16
  * keep its pipeline full. */
 #define OPX_RX_CORK_RUN 16
 
-static void opx_rx_cork(struct opx_ep *ep, struct shim_ctx *via, bool on)
+static void opx_rx_cork(struct opx_ep *ep, struct shim_ctx *via)
 {
-	void (*f)(struct shim_ctx *) = on ? shim_udp_cork : shim_udp_uncork;
-
-	f(ep->shim);
+	shim_udp_cork(ep->shim);
 	if (via && via != ep->shim)
-		f(via);
+		shim_udp_cork(via);
 }
 
+static void opx_rx_uncork(struct opx_ep *ep, struct shim_ctx *via)
+{
+	shim_udp_uncork(ep->shim);
+	if (via && via != ep->shim)
+		shim_udp_uncork(via);
+}
+
+/* Take up to budget packets off the receive queue, each validated and
+ * dispatched, its credits returned once it is absorbed.  Returns how many
+ * were taken; stops early at an empty queue or a packet that must stay
+ * queued (-FI_EAGAIN from its handler). */
 int opx_rx_drain(struct opx_ep *ep, int budget)
 {
 	struct shim_rx *rx = ep->rx;
 	struct shim_ctx *via = ep->av ? ep->av->udp_via : NULL;
-	int n;
-
 	/* what the packets make us send to udp peers (RMA and atomic
 	 * replies, rendezvous) leaves together, every OPX_RX_CORK_RUN
-	 * packets and after the drain */
-	if (__builtin_expect(ep->udp, 0))
-		opx_rx_cork(ep, via, true);
+	 * packets and after the drain; only once the endpoint has udp flows
+	 * (a job on one host opens its socket too, and its shm drains must
+	 * not pay for this) */
+	bool cork = __builtin_expect(ep->udp && ep->rel.flows, 0);
+	int n;
+
+	if (cork)
+		opx_rx_cork(ep, via);
 	for (n = 0; n < budget; n++) {
 		struct shim_rhq_entry *e = shim_rx_peek(rx);
 		struct shim_rhq_entry copy;
@@ -612,13 +620,13 @@ int opx_rx_drain(struct opx_ep *ep, int budget)
 		if (opx_rx_packet(ep, &copy))
 			break;
 		shim_rx_consume(rx, &copy);
-		if (__builtin_expect(ep->udp, 0) && n % OPX_RX_CORK_RUN == OPX_RX_CORK_RUN - 1) {
-			opx_rx_cork(ep, via, false);
-			opx_rx_cork(ep, via, true);
+		if (cork && n % OPX_RX_CORK_RUN == OPX_RX_CORK_RUN - 1) {
+			opx_rx_uncork(ep, via);
+			opx_rx_cork(ep, via);
 		}
 	}
-	if (__builtin_expect(ep->udp, 0))
-		opx_rx_cork(ep, via, false);
+	if (cork)
+		opx_rx_uncork(ep, via);
 	if (n) {
 		shim_rx_credit_flush(rx);
 		ep->msg_st.tx_streak = 0;
