@@ -250,8 +250,11 @@ int opx_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep *
 /* fi_scalable_ep (opx_sep.c). */
 int opx_sep_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **sep,
 		 void *context);
-/* One progress step of an endpoint (opx_progress.c).  Lock held. */
-void opx_progress_locked(struct opx_ep *ep);
+/* One progress step of an endpoint (opx_progress.c).  Lock held.
+ * Returns what the step counts towards FI_OPX_SPIN_COUNT: 0 when it
+ * found work, 1 for an empty look at the rings, more when it also
+ * polled the udp socket (a system call). */
+uint32_t opx_progress_locked(struct opx_ep *ep);
 
 /* ---------------------------------------------------------------------
  * Info (opx_info.c).

@@ -41,10 +41,13 @@ int opx_wait_obj_check(enum fi_wait_obj wait_obj);
 /* FI_GETWAIT / FI_GETWAITOBJ of a CQ, counter or EQ (fd < 0: none the
  * application may use, -FI_ENODATA); -FI_ENOSYS for other commands. */
 int opx_wait_control(int command, void *arg, int fd, enum fi_wait_obj wait_obj);
-void opx_pset_progress_locked(struct opx_pset *ps);
+/* Progress every endpoint of the set once; returns the largest spin
+ * cost of them (opx_progress_locked). */
+uint32_t opx_pset_progress_locked(struct opx_pset *ps);
 /* Block until done(arg) is true or timeout_ms (<0: forever) passes,
- * progressing the set; spins, then yields, then sleeps on the endpoints'
- * wait fds in bounded slices.  Called and returns with lock held.
+ * progressing the set; spins (FI_OPX_SPIN_COUNT, counted in the steps'
+ * spin costs), then yields, then sleeps on the endpoints' wait fds in
+ * bounded slices.  Called and returns with lock held.
  * Returns 0, -FI_ETIMEDOUT, or -FI_ECANCELED (fi_cq_signal/fi_cntr... ). */
 int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout_ms,
 			 bool (*done)(void *arg), void *arg, _Atomic int *signaled);

@@ -63,14 +63,15 @@ static inline int opx_progress_rx_budget(struct opx_ep *ep)
  * the project, an empty look at the rings some 50 ns. */
 #define OPX_SPIN_SOCK_WEIGHT 25u
 
-void opx_progress_locked(struct opx_ep *ep)
+uint32_t opx_progress_locked(struct opx_ep *ep)
 {
 	OPX_ASSERT_LOCKED(&ep->domain->lock);
 	int n, budget;
 	bool sock;
+	uint32_t cost;
 
 	if (!ep->enabled)
-		return;
+		return 1;
 	/* the progress thread (FI_PROGRESS_AUTO) looks whether the
 	 * application progresses by itself (opx_auto.c) */
 	ep->tel.app_progress += !ep->domain->auto_self;
@@ -95,7 +96,7 @@ void opx_progress_locked(struct opx_ep *ep)
 	if (n) {
 		ep->rx_st.idle = 0;
 		ep->rx_st.spun = 0;
-		return;
+		return 0;
 	}
 	/* A dead sender's hole is looked for every 64 empty polls (cheap: a
 	 * load of our own head entry and a clock read; the senders' tail only
@@ -106,14 +107,15 @@ void opx_progress_locked(struct opx_ep *ep)
 		 * thresholds they copy one-sided data by themselves only
 		 * while we do not (opx_rma.c) */
 		if (shim_claim_rx_recover(ep->shim) > 0)
-			return; /* filled: poll again */
+			return 0; /* filled: poll again */
 	}
 	/* FI_OPX_SPIN_COUNT counts empty looks at the rings (some 50 ns
 	 * each); an empty look at the udp socket is a system call, worth
 	 * OPX_SPIN_SOCK_WEIGHT of them: without the weight, 4 ranks of
 	 * MPICH's sendflood on 2 cores over the udp wire spun 0.4 ms before
 	 * each yield and took 78 s instead of 13 */
-	ep->rx_st.spun += sock ? OPX_SPIN_SOCK_WEIGHT : 1;
+	cost = sock ? OPX_SPIN_SOCK_WEIGHT : 1;
+	ep->rx_st.spun += cost;
 	if (ep->rx_st.spun >= (uint32_t)opx_env.spin_count) {
 		ep->rx_st.idle = 0;
 		ep->rx_st.spun = 0;
@@ -121,4 +123,5 @@ void opx_progress_locked(struct opx_ep *ep)
 		ep->tel.yields++;
 		sched_yield();
 	}
+	return cost;
 }

@@ -168,14 +168,20 @@ void opx_pset_free(struct opx_pset *ps)
 	ps->cap = 0;
 }
 
-void opx_pset_progress_locked(struct opx_pset *ps)
+uint32_t opx_pset_progress_locked(struct opx_pset *ps)
 {
 	OPX_PSET_ASSERT_LOCKED(ps);
+	uint32_t cost = 0;
+
 	for (size_t i = 0; i < ps->count; i++) {
 		if (i > 0 && ps->eps[i] == ps->eps[i - 1])
 			continue;
-		opx_progress_locked(ps->eps[i]);
+		uint32_t c = opx_progress_locked(ps->eps[i]);
+
+		if (c > cost)
+			cost = c;
 	}
+	return cost;
 }
 
 /* Arm every endpoint for sleeping.  -FI_EAGAIN (and nothing left armed)
@@ -252,10 +258,10 @@ static void opx_pset_sleep(struct opx_pset *ps, struct opx_lock *lock, int slice
 int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout_ms,
 			 bool (*done)(void *arg), void *arg, _Atomic int *signaled)
 {
-	int spin_max = opx_env.spin_count > 0 ? opx_env.spin_count : 0;
+	uint32_t spin_max = opx_env.spin_count > 0 ? (uint32_t)opx_env.spin_count : 0;
 	int sleep_ms = opx_env.sleep_ms > 0 ? opx_env.sleep_ms : 1;
 	int64_t deadline = timeout_ms >= 0 ? opx_pset_now_ms() + timeout_ms : 0;
-	int spins = 0;
+	uint32_t spins = 0, cost;
 	int yields = 0;
 
 	if (!ps || !lock || !done)
@@ -263,7 +269,7 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 	OPX_ASSERT_LOCKED(lock);
 
 	for (;;) {
-		opx_pset_progress_locked(ps);
+		cost = opx_pset_progress_locked(ps);
 		if (done(arg))
 			return 0;
 		if (opx_pset_take_signal(signaled))
@@ -280,8 +286,13 @@ int opx_pset_wait_locked(struct opx_pset *ps, struct opx_lock *lock, int timeout
 				remaining = (int)left;
 		}
 
+		/* FI_OPX_SPIN_COUNT is counted as the endpoints' own idle
+		 * polls count it: a pass that polled a udp socket (a system
+		 * call) weighs as much as some 25 looks at the rings, so a
+		 * wait on udp peers goes to sleep after as much time spun,
+		 * not after 25 times as much */
 		if (spins < spin_max) {
-			spins++;
+			spins += cost ? cost : 1;
 			/* Let another thread of a FI_THREAD_SAFE domain report
 			 * between our polls; with a no-op lock this is free. */
 			opx_lock_release(lock);

@@ -28,6 +28,7 @@
  * own (fx_open_peer_ep_split), so a test chooses which endpoint a read
  * drives.  Every wait is bounded in time.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,56 @@ static void test_idle_yield_cadence(void **state)
 	print_message("%s wire: a yield every %u empty reads (spin count %u)\n",
 		      sock ? "udp" : "shm", per, spin);
 	assert_int_equal(ep->tel.yields - y0, 3);
+}
+
+/* A blocking wait counts FI_OPX_SPIN_COUNT in the same units as the idle
+ * yield above: on the udp wire a pass that polled the socket counts 25,
+ * so a wait goes on to its yields and then to sleep after spin/25 passes,
+ * not after spin system calls (some 2 ms of them).  The receiver here is
+ * a second endpoint with a counter; under FI_OPX_WIRE=udp the message
+ * gives it its flow. */
+static void test_wait_spin_cadence(void **state)
+{
+	struct fx_env *e = *state;
+	struct fi_cntr_attr ca = {.events = FI_CNTR_EVENTS_COMP, .wait_obj = FI_WAIT_UNSPEC};
+	struct fid_cntr *rcntr;
+	struct fid_cq *cq = tp_cq(e);
+	struct fid_ep *rx;
+	fi_addr_t rx_addr;
+	struct fi_context sctx, rctx;
+	uint8_t sbuf[8] = {4, 5, 6}, rbuf[8] = {0};
+	const uint32_t weight = 25, spin = (uint32_t)opx_env.spin_count;
+	const uint64_t wait_ms = 100, slice_ms = opx_env.sleep_ms > 0 ? (uint64_t)opx_env.sleep_ms : 1;
+	/* the yields of opx_pset_wait_locked (OPX_PSET_YIELDS) */
+	const uint64_t yields = 64;
+	uint64_t p0, passes;
+
+	assert_int_equal(fi_cntr_open(e->domain, &ca, &rcntr, NULL), 0);
+	fx_open_peer_ep_split(e, NULL, cq, NULL, rcntr, &rx, &rx_addr);
+	assert_int_equal(fi_trecv(rx, rbuf, sizeof(rbuf), NULL, FI_ADDR_UNSPEC, TP_TAG, 0, &rctx),
+			 0);
+	tp_send(e->ep, sbuf, sizeof(sbuf), rx_addr, TP_TAG, &sctx);
+	assert_int_equal(fi_cntr_wait(rcntr, 1, TP_WAIT_MS), 0);
+	assert_memory_equal(sbuf, rbuf, sizeof(sbuf));
+	assert_int_equal(fx_cq_wait(e->cq, &sctx, TP_WAIT_MS, NULL), 0);
+
+	bool sock = tp_ep(rx)->udp && tp_ep(rx)->rel.flows;
+	uint64_t per = sock ? (spin + weight - 1) / weight : spin;
+
+	p0 = tp_ep(rx)->tel.app_progress;
+	assert_int_equal(fi_cntr_wait(rcntr, 2, (int)wait_ms), -FI_ETIMEDOUT);
+	passes = tp_ep(rx)->tel.app_progress - p0;
+	print_message("%s wire: a %" PRIu64 " ms wait progressed %" PRIu64
+		      " times (spin %" PRIu64 ", %" PRIu64 " yields, %" PRIu64 " ms slices)\n",
+		      sock ? "udp" : "shm", wait_ms, passes, per, yields, slice_ms);
+	assert_true(passes >= per);
+	/* the sleep slices: at most one pass each, and a few that found a
+	 * packet at arming; a busy machine only makes the slices longer */
+	assert_true(passes <= per + yields + 2 * wait_ms / slice_ms + 32);
+
+	assert_int_equal(fi_close(&rx->fid), 0);
+	assert_int_equal(fi_close(&cq->fid), 0);
+	assert_int_equal(fi_close(&rcntr->fid), 0);
 }
 
 /* Manual progress: the sender's reads never drive the receiver. */
@@ -488,6 +539,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_idle_read_eagain, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_idle_yield_cadence, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_wait_spin_cadence, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_recv_needs_receiver_progress, fx_setup,
 						fx_teardown),
 		cmocka_unit_test_setup_teardown(test_tx_cq_drives_recv, fx_setup, fx_teardown),
