@@ -37,9 +37,8 @@ if [ "${BENCH_HOSTS_M15:-1}" != 0 ] && [ $SECONDS -lt $DEADLINE ]; then
 		fi
 	fi
 	for loss in $M15_LOSSES; do
-		# loss-free needs no rules (nor nftables)
-		if [ "$loss" != 0 ] && { ! bash "$HOSTS" drop "$SRV_NS" "$loss" all >"$tmp/drop15" 2>&1 ||
-			! bash "$HOSTS" drop "$CLI_NS" "$loss" all >>"$tmp/drop15" 2>&1; }; then
+		if ! bash "$HOSTS" drop "$SRV_NS" "$loss" all >"$tmp/drop15" 2>&1 ||
+			! bash "$HOSTS" drop "$CLI_NS" "$loss" all >>"$tmp/drop15" 2>&1; then
 			NOTES+=("MTU 1500, $loss % loss skipped: hosts.sh drop: $(why "$tmp/drop15")")
 			continue
 		fi
@@ -149,7 +148,6 @@ if [ "${BENCH_HOSTS_MANY:-1}" != 0 ] && [ "${BENCH_HOSTS_MPI:-1}" != 0 ] && [ $S
 			for loss in $MANY_LOSSES; do
 				fails=0
 				for ((i = 1; i <= MANY_N; i++)); do
-					[ "$loss" = 0 ] && break # no rules (nor nftables) needed
 					bash "$HOSTS" drop "$P$i" "$loss" all >"$tmp/dropmany" 2>&1 || fails=1
 				done
 				if [ $fails = 1 ]; then
