@@ -421,6 +421,10 @@ int shim_udp_open(struct shim_ctx *ctx, uint32_t ipv4, uint16_t port)
 	u->rng = dev->params.fault.seed ? dev->params.fault.seed : 0x9e3779b97f4a7c15ull;
 	u->faulty = (dev->params.fault.drop | dev->params.fault.dup | dev->params.fault.reorder |
 		     dev->params.fault.corrupt) != 0;
+	/* Injected corruption flips a byte before the kernel computes the
+	 * UDP checksum, so only our own CRC can catch it. */
+	u->pcrc = (!dev->params.udp_no_crc || dev->params.fault.corrupt) &&
+		  dev->params.auth != SHIM_AUTH_FULL;
 	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (u->fd < 0) {
 		rc = -errno;

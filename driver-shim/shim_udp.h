@@ -159,6 +159,8 @@ struct shim_udp {
 	bool gso;                   /* UDP_SEGMENT accepted (cleared on the first refusal) */
 	bool gro;                   /* UDP_GRO on: a receive buffer may hold a run of datagrams */
 	bool faulty;                /* fault injection configured: datagram by datagram */
+	bool pcrc;                  /* the CRC of what we send covers payloads
+				     * (SHIM_UDP_AUTH_PCRC; never in SHIM_AUTH_FULL) */
 	uint32_t ring_bytes;        /* eager bytes of each link's send ring (shim_udp_open) */
 	struct shim_udp_tx *tx;     /* first transmissions (shim_udp_kick) */
 	uint8_t *pack;              /* a PACK datagram being built; NULL: no packing */

@@ -86,7 +86,7 @@ static void shim_udp_auth_tag(const struct shim_udp_auth *a, const struct shim_u
 void shim_udp_auth_seal(const struct shim_udp_auth *a, struct shim_udp_hdr *uh,
 			const struct shim_pkt_hdr *ph, const uint8_t *pay, size_t paylen)
 {
-	uh->auth = (uint8_t)a->mode;
+	uh->auth = (uint8_t)((uh->auth & SHIM_UDP_AUTH_PCRC) | (unsigned)a->mode);
 	if (a->mode == SHIM_AUTH_OFF) {
 		memset(uh->mac, 0, sizeof(uh->mac));
 		return;
@@ -100,7 +100,7 @@ bool shim_udp_auth_check(const struct shim_udp_auth *a, const struct shim_udp_hd
 	uint8_t tag[SHIM_UDP_MAC_BYTES];
 	bool ok;
 
-	if (uh->auth != a->mode)
+	if ((uh->auth & ~SHIM_UDP_AUTH_PCRC) != (unsigned)a->mode)
 		return false;
 	if (a->mode == SHIM_AUTH_OFF)
 		return true;

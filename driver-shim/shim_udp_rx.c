@@ -127,7 +127,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 	/* Nothing but the length and the magic is believed before the tag:
 	 * a datagram without the job's secret gets no further look, no
 	 * reply and no state. */
-	if (uh->auth != u->auth.mode) {
+	if ((uh->auth & ~SHIM_UDP_AUTH_PCRC) != (unsigned)u->auth.mode) {
 		shim_udp_drop(u, &u->st.drop_mac, SHIM_UDP_WARN_MODE, from,
 			      "another FI_OPX_AUTH mode (every process of a job must use the same)");
 		return false;
@@ -143,7 +143,7 @@ static bool shim_udp_valid(struct shim_udp *u, uint8_t *d, size_t n, const struc
 	memset(dh->mac, 0, sizeof(dh->mac));
 	hl = n < SHIM_UDP_HDRS ? n : SHIM_UDP_HDRS;
 	crc = shim_crc32c(0, d, hl);
-	if (n > hl && u->auth.mode != SHIM_AUTH_FULL) /* full: the MAC covered it */
+	if (n > hl && (uh->auth & SHIM_UDP_AUTH_PCRC)) /* the sender's choice */
 		crc = shim_crc32c_wide(crc, d + hl, n - hl);
 	if (crc != want) {
 		u->st.drop_crc++;

@@ -173,7 +173,8 @@ static void shim_udp_hdr_self(struct shim_udp *u, struct shim_udp_hdr *uh, uint8
 	uh->src_mtu = (uint16_t)(u->mtu / SHIM_BLOCK);
 	uh->src_ipv4 = u->ipv4;
 	uh->src_port = u->port;
-	uh->auth = (uint8_t)u->auth.mode; /* before the crc, which covers it */
+	/* before the crc, which covers it */
+	uh->auth = (uint8_t)((unsigned)u->auth.mode | (u->pcrc ? SHIM_UDP_AUTH_PCRC : 0u));
 	uh->src_eager = ctx->udp_eager_kib;
 }
 
@@ -214,9 +215,7 @@ static int shim_udp_frame(struct shim_udp_link *l, uint32_t pos, struct shim_udp
 		iov[2].iov_base = ext ? (void *)(uintptr_t)ext
 				      : p->egr + (size_t)SHIM_RHF_EGRIDX(e->rhf) * SHIM_BLOCK;
 		iov[2].iov_len = e->hdr.paylen;
-		/* full mode: the MAC covers the payload, a CRC would only
-		 * repeat it */
-		if (l->udp->auth.mode != SHIM_AUTH_FULL)
+		if (l->udp->pcrc)
 			crc = shim_crc32c_wide(crc, iov[2].iov_base, iov[2].iov_len);
 		*len += e->hdr.paylen;
 		n = 3;
@@ -391,7 +390,7 @@ static void shim_udp_xmit_pack(struct shim_udp_link *l, uint32_t pos, uint32_t k
 	head = len < sizeof(struct shim_pkt_hdr) ? len : sizeof(struct shim_pkt_hdr);
 	crc = shim_crc32c(0, uh, sizeof(*uh));
 	crc = shim_crc32c(crc, body, head);
-	if (u->auth.mode != SHIM_AUTH_FULL)
+	if (u->pcrc)
 		crc = shim_crc32c_wide(crc, body + head, len - head);
 	uh->crc = crc;
 	shim_udp_auth_seal(&u->auth, uh, NULL, body, len);

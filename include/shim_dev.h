@@ -67,6 +67,8 @@ struct shim_dev_params {
 	uint32_t max_links;   /* udp flows per context (0: SHIM_UDP_MAX_LINKS) */
 	bool udp_no_gro;      /* do not ask for UDP_GRO (one datagram per receive) */
 	bool udp_no_pack;     /* every packet its own datagram (no PACK) */
+	bool udp_no_crc;      /* no CRC32C of payloads (SHIM_UDP_AUTH_PCRC): the UDP
+			       * checksum only; fault.corrupt forces it back on */
 };
 
 struct shim_dev;  /* opaque: process-wide device handle */

@@ -31,7 +31,7 @@
  * sent again goes packet by packet.
  */
 #define SHIM_UDP_MAGIC 0x5558504fu /* "OPXU" */
-#define SHIM_UDP_VERSION 6u /* 5: src_eager; 6: PACK */
+#define SHIM_UDP_VERSION 7u /* 5: src_eager; 6: PACK; 7: SHIM_UDP_AUTH_PCRC */
 #define SHIM_UDP_DATA 1u
 #define SHIM_UDP_ACK 2u  /* ack only */
 #define SHIM_UDP_NACK 3u /* psn: the first packet missing */
@@ -64,7 +64,7 @@ struct shim_udp_hdr {
 	uint32_t crc;       /* with this field and mac 0: shim_crc32c of the two
 			     * headers (this one, and the packet header of DATA),
 			     * continued by shim_crc32c_wide over the payload
-			     * (not in SHIM_AUTH_FULL, whose MAC covers it) */
+			     * when auth has SHIM_UDP_AUTH_PCRC */
 	uint64_t src_host;  /* sender's host id, lid, ctx, unit: its address */
 	uint16_t src_lid;
 	uint16_t src_ctx;
@@ -76,7 +76,9 @@ struct shim_udp_hdr {
 	uint32_t src_ipv4;  /* the sender's socket address (network order): must
 			     * be the address the datagram came from */
 	uint16_t src_port;
-	uint8_t auth;       /* SHIM_AUTH_*: what mac covers; peers must agree */
+	uint8_t auth;       /* SHIM_AUTH_*: what mac covers, peers must agree;
+			     * | SHIM_UDP_AUTH_PCRC: crc covers the payload too
+			     * (the sender's choice); no other bit */
 	uint8_t src_eager;  /* the largest multi-packet eager message the sender
 			     * takes from the udp wire, in KiB (rounded down,
 			     * at most 255); 0: one packet only.  The link
@@ -85,6 +87,14 @@ struct shim_udp_hdr {
 	uint8_t mac[16];    /* SHIM_AUTH_HEADER/FULL: see shim_auth.h; else 0 */
 };
 static_assert(sizeof(struct shim_udp_hdr) == 72, "udp header layout");
+
+/* struct shim_udp_hdr.auth: the mode, and whether the CRC covers the
+ * payload.  Without PCRC the payload's integrity is the UDP checksum's
+ * (computed and checked by the NIC or the kernel, as for TCP), and in
+ * SHIM_AUTH_HEADER a PACK's tag's; SHIM_AUTH_FULL's tag covers it
+ * anyway.  The flag is covered by the CRC and the tag like the rest of
+ * the header, so stripping it fails both. */
+#define SHIM_UDP_AUTH_PCRC 0x80u
 
 /* One packet of a PACK datagram, before its packet header. */
 struct shim_udp_frame {

@@ -555,6 +555,105 @@ static void test_udp_fuzz(void **state)
 	t_pair_close(&t);
 }
 
+/* One 300-byte message from t's a to a socket of ours (a peer that only
+ * a captures): its datagram as the wire carries it, in buf. */
+static size_t t_capture(struct t_pair *t, uint8_t *buf, size_t cap_len)
+{
+	struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(me);
+	struct shim_addr fake = t->addr_b;
+	struct shim_peer *to_cap;
+	struct pollfd pf;
+	ssize_t n;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &sl), 0);
+	fake.udp_port = me.sin_port;
+	fake.nonce = 0;
+	assert_int_equal(shim_peer_open(t->dev, &fake, &to_cap), 0);
+	assert_int_equal(t_send_len(to_cap, 0, 300), 0);
+	pf = (struct pollfd){.fd = fd, .events = POLLIN};
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	n = recv(fd, buf, cap_len, 0);
+	assert_int_equal(n, (ssize_t)(SHIM_UDP_HDRS + 300));
+	shim_peer_close(to_cap);
+	close(fd);
+	return (size_t)n;
+}
+
+/* n packets of 1000 bytes from a to b, each with a byte flipped on its
+ * way out: none delivered (t_recv_all's pattern check fails on one),
+ * all dropped and counted. */
+static void t_all_corrupt_dropped(struct t_pair *t, uint32_t n)
+{
+	struct shim_udp_stats st0, st1;
+
+	shim_udp_stats(t->b, &st0);
+	for (uint32_t s = 0; s < n; s++)
+		assert_int_equal(t_send_len(t->to_b, s, 1000), 0);
+	assert_int_equal(t_recv_all(t, (int)n, NULL, 0.5), 0);
+	shim_udp_stats(t->b, &st1);
+	assert_int_equal((st1.drop_crc - st0.drop_crc) + (st1.drop_len - st0.drop_len) +
+				 (st1.drop_magic - st0.drop_magic) + (st1.drop_mac - st0.drop_mac),
+			 n);
+	assert_true(st1.drop_crc - st0.drop_crc >= n / 2); /* most flips hit the payload */
+}
+
+/* FI_OPX_UDP_CRC: a sender's CRC covers its payloads or not, and the
+ * header says which (SHIM_UDP_AUTH_PCRC); a receiver checks what the
+ * flag says, whatever its own setting; injected corruption (a byte
+ * flipped before the kernel's UDP checksum) turns the CRC on. */
+static void test_udp_payload_crc(void **state)
+{
+	struct shim_fault f = {.corrupt = 1000000, .seed = 5};
+	uint8_t buf[2048];
+	struct t_pair t;
+
+	(void)state;
+	for (int no_crc = 0; no_crc < 2; no_crc++) {
+		struct shim_udp_hdr uh;
+		uint32_t crc;
+		size_t n;
+
+		t_no_crc = no_crc;
+		t_pair_open(&t, NULL);
+		n = t_capture(&t, buf, sizeof(buf));
+		memcpy(&uh, buf, sizeof(uh));
+		assert_int_equal(uh.type, SHIM_UDP_DATA);
+		assert_int_equal(uh.auth, no_crc ? 0u : SHIM_UDP_AUTH_PCRC);
+		((struct shim_udp_hdr *)buf)->crc = 0;
+		crc = shim_crc32c(0, buf, SHIM_UDP_HDRS);
+		if (!no_crc)
+			crc = shim_crc32c_wide(crc, buf + SHIM_UDP_HDRS, n - SHIM_UDP_HDRS);
+		assert_int_equal(uh.crc, crc);
+		/* b takes a's datagrams, intact, whichever way a sends
+		 * them (a turned the other way here) */
+		for (int other = 0; other < 2; other++) {
+			t.a->udp->pcrc = other ? no_crc : !no_crc;
+			for (uint32_t s = 0; s < 8; s++)
+				assert_int_equal(t_send(t.to_b, 8 * (uint32_t)other + s), 0);
+			assert_int_equal(t_recv_all(&t, 8, NULL, 5.0), 8);
+		}
+		t_pair_close(&t);
+	}
+	/* b does not ask for the CRC; a (turned on here) sends it: b checks */
+	t_no_crc = true;
+	t_pair_open(&t, NULL);
+	t.dev->params.fault.corrupt = 1000000;
+	t.a->udp->faulty = true;
+	t.a->udp->pcrc = true;
+	assert_false(t.b->udp->pcrc);
+	t_all_corrupt_dropped(&t, 16);
+	t_pair_close(&t);
+	/* FI_OPX_UDP_CRC=0 with FI_OPX_FAULT_CORRUPT: the CRC is on */
+	t_pair_open(&t, &f);
+	t_all_corrupt_dropped(&t, 16);
+	t_pair_close(&t);
+	t_no_crc = false;
+}
+
 /* The same seed makes the same decisions. */
 static int t_faulty_run(uint64_t seed)
 {
@@ -669,6 +768,7 @@ int main(void)
 		cmocka_unit_test(test_udp_unload),
 		cmocka_unit_test(test_udp_fuzz),
 		cmocka_unit_test(test_udp_fault_seed),
+		cmocka_unit_test(test_udp_payload_crc),
 		cmocka_unit_test(test_udp_gso_refused),
 	};
 

@@ -250,6 +250,7 @@ static size_t t_forge(uint8_t *buf, uint8_t type, const struct shim_ctx *src,
 		memset(pay, 0xee, sizeof(pay)); /* foreign bytes */
 		if (t_forge_shape)
 			t_forge_shape(&uh, &ph);
+		uh.auth |= SHIM_UDP_AUTH_PCRC; /* the crc covers the payload */
 		crc = shim_crc32c(0, &uh, sizeof(uh));
 		crc = shim_crc32c(crc, &ph, sizeof(ph));
 		crc = shim_crc32c_wide(crc, pay, sizeof(pay));
@@ -677,7 +678,8 @@ static void test_auth_link_cap(void **state)
 }
 
 /* What each mode's tag covers: header and full refuse a changed header
- * byte and another key; only full refuses a changed payload byte. */
+ * byte (the CRC's coverage flag too) and another key; only full refuses
+ * a changed payload byte. */
 static void test_auth_coverage(void **state)
 {
 	struct shim_udp_auth a, other;
@@ -692,10 +694,11 @@ static void test_auth_coverage(void **state)
 		memset(&uh, 0, sizeof(uh));
 		uh.magic = SHIM_UDP_MAGIC;
 		uh.psn = 42;
+		uh.auth = SHIM_UDP_AUTH_PCRC; /* the CRC's coverage: the seal keeps it */
 		memset(&ph, 0x11, sizeof(ph));
 		memset(pay, 0x22, sizeof(pay));
 		shim_udp_auth_seal(&a, &uh, &ph, pay, sizeof(pay));
-		assert_int_equal(uh.auth, mode);
+		assert_int_equal(uh.auth, mode | SHIM_UDP_AUTH_PCRC);
 		assert_true(shim_udp_auth_check(&a, &uh, &ph, pay, sizeof(pay)));
 		assert_false(shim_udp_auth_check(&other, &uh, &ph, pay, sizeof(pay)));
 		uh.psn ^= 1;
@@ -704,6 +707,14 @@ static void test_auth_coverage(void **state)
 		ph.tag ^= 1;
 		assert_false(shim_udp_auth_check(&a, &uh, &ph, pay, sizeof(pay)));
 		ph.tag ^= 1;
+		/* stripping the flag (to have a changed payload skip the CRC)
+		 * breaks the tag, as does any other bit */
+		uh.auth ^= SHIM_UDP_AUTH_PCRC;
+		assert_false(shim_udp_auth_check(&a, &uh, &ph, pay, sizeof(pay)));
+		uh.auth ^= SHIM_UDP_AUTH_PCRC | 0x40u;
+		assert_false(shim_udp_auth_check(&a, &uh, &ph, pay, sizeof(pay)));
+		uh.auth ^= 0x40u;
+		assert_true(shim_udp_auth_check(&a, &uh, &ph, pay, sizeof(pay)));
 		pay[500] ^= 1;
 		assert_int_equal(shim_udp_auth_check(&a, &uh, &ph, pay, sizeof(pay)),
 				 mode == SHIM_AUTH_HEADER);

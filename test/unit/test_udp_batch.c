@@ -317,6 +317,7 @@ static void test_udp_pack_forged(void **state)
 		uh.magic = SHIM_UDP_MAGIC;
 		uh.version = SHIM_UDP_VERSION;
 		uh.type = SHIM_UDP_PACK;
+		uh.auth = SHIM_UDP_AUTH_PCRC; /* the CRC below covers the payload */
 		uh.jkey = T_JKEY;
 		uh.src_nonce = 0x1234567u;
 		uh.src_lid = 77;

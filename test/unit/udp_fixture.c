@@ -18,6 +18,8 @@ bool t_no_gro;
 /* Packing (PACK datagrams) only where a test asks for it: the others
  * check datagram by datagram and never flush. */
 bool t_pack;
+/* t_pair_open: no CRC of payloads (FI_OPX_UDP_CRC=0) */
+bool t_no_crc;
 
 double t_now(void)
 {
@@ -36,6 +38,7 @@ void t_pair_open(struct t_pair *t, const struct shim_fault *fault)
 		.wire = SHIM_WIRE_UDP,
 		.udp_no_gro = t_no_gro,
 		.udp_no_pack = !t_pack,
+		.udp_no_crc = t_no_crc,
 	};
 
 	snprintf(p.iface, sizeof(p.iface), "lo");

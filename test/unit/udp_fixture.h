@@ -34,6 +34,8 @@ extern bool t_no_gro;
 /* Packing (PACK datagrams) only where a test asks for it: the others
  * check datagram by datagram and never flush. */
 extern bool t_pack;
+/* t_pair_open: no CRC of payloads (FI_OPX_UDP_CRC=0) */
+extern bool t_no_crc;
 
 /* CLOCK_MONOTONIC in seconds. */
 double t_now(void);
