@@ -110,6 +110,7 @@ struct opx_params {
 	bool msg_prefix;      /* FI_OPX_MSG_PREFIX: FI_MSG_PREFIX when the hints offer it */
 	bool udp_gro;         /* FI_OPX_UDP_GRO: the udp socket takes a run of datagrams at once */
 	bool udp_pack;        /* FI_OPX_UDP_PACK: small packets to one peer share datagrams */
+	bool udp_crc;         /* FI_OPX_UDP_CRC: CRC32C of every payload on the udp wire */
 	size_t rndv_split;    /* FI_OPX_RNDV_SPLIT: sender writes half from this size (0: off) */
 	size_t rma_cma;       /* FI_OPX_RMA_CMA: one-sided ops from this size copy once (0: off) */
 	size_t rma_direct_write; /* FI_OPX_RMA_DIRECT_WRITE: initiator copies by itself (0: off) */

@@ -120,6 +120,14 @@ static void opx_init_params_define(void)
 			"at once.  What waits goes at the next progress call (any completion or "
 			"counter read, a blocking wait), or as soon as a datagram's worth waits "
 			"(default: true)");
+	fi_param_define(&opx_prov, "UDP_CRC", FI_PARAM_BOOL,
+			"udp wire: the CRC32C in each datagram's header covers its payload too, "
+			"not only the headers.  Off, a payload's integrity is the UDP checksum's, "
+			"which the NIC or the kernel computes and checks (as for TCP); the MAC "
+			"(FI_OPX_AUTH) covers the headers either way.  Each sender decides for "
+			"its own datagrams, receivers check what the header says; costs about "
+			"0.1 ns per byte on each side, a fifth of the bandwidth on a 1500-byte "
+			"path (default: false)");
 	fi_param_define(&opx_prov, "RNDV_CMA", FI_PARAM_BOOL,
 			"Rendezvous pulls large messages with one Cross Memory Attach copy; "
 			"0 forces the SDMA/TID push path (two copies through shared memory), "
@@ -404,8 +412,10 @@ static void opx_init_dev_params_auth(struct shim_dev_params *dp)
 		return;
 	}
 	if (!atomic_exchange(&said, 1))
-		OPX_INFO(FI_LOG_CORE, "udp wire: FI_OPX_AUTH=%s, secret from %s\n",
-			 opx_auth_mode_name(dp->auth), from);
+		OPX_INFO(FI_LOG_CORE,
+			 "udp wire: FI_OPX_AUTH=%s, secret from %s; payload CRC32C %s "
+			 "(FI_OPX_UDP_CRC)\n",
+			 opx_auth_mode_name(dp->auth), from, dp->udp_no_crc ? "off" : "on");
 }
 
 /* Device parameters as the shim wants them, from the validated opx_env. */
@@ -427,6 +437,7 @@ static void opx_init_dev_params(struct shim_dev_params *dp)
 	dp->auth = opx_env.auth;
 	dp->udp_no_gro = !opx_env.udp_gro;
 	dp->udp_no_pack = !opx_env.udp_pack;
+	dp->udp_no_crc = !opx_env.udp_crc;
 	opx_init_dev_params_auth(dp);
 }
 

@@ -399,6 +399,7 @@ void opx_param_load(void)
 	opx_param_bool("MSG_PREFIX", &p->msg_prefix);
 	opx_param_bool("UDP_GRO", &p->udp_gro);
 	opx_param_bool("UDP_PACK", &p->udp_pack);
+	opx_param_bool("UDP_CRC", &p->udp_crc);
 	opx_param_size("RNDV_SPLIT", &p->rndv_split, 0, SIZE_MAX, false);
 	opx_param_size("RMA_CMA", &p->rma_cma, 0, SIZE_MAX, false);
 	opx_param_size("RMA_DIRECT_WRITE", &p->rma_direct_write, 0, SIZE_MAX, false);
