@@ -59,6 +59,12 @@ FI_OPX_WIRE=udp PINGPONG_SIZES="$sizes" PINGPONG_ITERS=5 bash "$here/pingpong.sh
 rc=$?
 [ $rc = 0 ] || tail -20 /tmp/opx-udp-pp.$$
 result "loopback udp wire, sizes $sizes" $rc
+# the payload CRC (off by default: the UDP checksum covers payloads)
+FI_OPX_WIRE=udp FI_OPX_UDP_CRC=1 PINGPONG_SIZES="$fault_sizes" PINGPONG_ITERS=5 \
+	bash "$here/pingpong.sh" >/tmp/opx-udp-pp.$$ 2>&1
+rc=$?
+[ $rc = 0 ] || tail -20 /tmp/opx-udp-pp.$$
+result "loopback udp wire, FI_OPX_UDP_CRC=1, sizes $fault_sizes" $rc
 seed=11
 for f in "DROP=1" "DROP=5" "DUP=5" "REORDER=5" "CORRUPT=5" "DROP=1 DUP=1 REORDER=1 CORRUPT=1"; do
 	envs=(FI_OPX_WIRE=udp FI_OPX_FAULT_SEED=$seed PINGPONG_SIZES="$fault_sizes" PINGPONG_ITERS=5)
