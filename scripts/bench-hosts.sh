@@ -31,7 +31,8 @@
 #              Fewer latency iterations (2000) than without loss.
 #   auth       latency, rate and bandwidth of opx with FI_OPX_AUTH=off,
 #              header (the default, also the opx column above) and full,
-#              interleaved in one pass: what the udp wire's MAC costs.
+#              and header with FI_OPX_UDP_CRC=1, interleaved in one pass:
+#              what the udp wire's MAC and the payload CRC cost.
 #   MTU 1500   at the end the hosts again with every link at MTU 1500:
 #              opx_bw of opx and tcp, loss-free and with 1 % and 5 % of
 #              every IP packet (TCP's too) dropped on arrival in both.
@@ -79,7 +80,7 @@
 #   BENCH_HOSTS_MANY=0     skip the many-hosts collectives
 #   BENCH_HOSTS_MANY_N     its hosts (default 8; 2 ranks each)
 #   BENCH_HOSTS_MANY_SIZES its sizes (default "8 1024 65536 1048576")
-#   BENCH_HOSTS_DEADLINE   seconds for the whole script (default 900, quick 420)
+#   BENCH_HOSTS_DEADLINE   seconds for the whole script (default 1000, quick 420)
 #   HOSTS_MTU              link MTU of the hosts (hosts.sh; default 9000)
 #   BENCH_OUT              where the tables (bench-hosts.txt) go
 set -u
@@ -107,7 +108,7 @@ if [ "$QUICK" = 1 ]; then
 else
 	LAT_ITERS=20000 LOSS_LAT_ITERS=2000 FLOOR_ITERS=20000 FLOOR_WARMUP=1000
 	RATE_ITERS=1000 TARGET=0.3
-	RUN_TMO=30 LOSS_TMO=90 MPI_TMO=120 DEADLINE_S=900
+	RUN_TMO=30 LOSS_TMO=90 MPI_TMO=120 DEADLINE_S=1000
 fi
 START=$SECONDS
 DEADLINE=$((START + ${BENCH_HOSTS_DEADLINE:-$DEADLINE_S}))
@@ -219,8 +220,9 @@ record() {
 
 # ---- measurements -----------------------------------------------------------
 
-# prov_split PROV: opx-off and opx-full are opx with FI_OPX_AUTH=off|full;
-# sets PV (the provider to ask for) and PRE (the command's env prefix).
+# prov_split PROV: opx-off and opx-full are opx with FI_OPX_AUTH=off|full,
+# opx-crc is opx with FI_OPX_UDP_CRC=1; sets PV (the provider to ask for)
+# and PRE (the command's env prefix).
 prov_split() {
 	PV=$1
 	PRE=()
@@ -228,6 +230,10 @@ prov_split() {
 	opx-off | opx-full | opx-header)
 		PV=opx
 		PRE=(env "FI_OPX_AUTH=${1#opx-}")
+		;;
+	opx-crc)
+		PV=opx
+		PRE=(env FI_OPX_UDP_CRC=1)
 		;;
 	esac
 }
@@ -357,7 +363,7 @@ AUTH_OK=0
 if [ "${BENCH_HOSTS_AUTH:-1}" != 0 ]; then
 	AUTH_OK=1
 	for ((r = 1; r <= REPEAT; r++)); do
-		fab_pass auth "$r" opx-off opx-header opx-full
+		fab_pass auth "$r" opx-off opx-header opx-full opx-crc
 	done
 fi
 
@@ -500,18 +506,21 @@ done
 		echo
 	fi
 	if [ $AUTH_OK = 1 ]; then
-		echo "the udp wire's MAC (FI_OPX_AUTH), no loss, best of $REPEAT, modes interleaved run by run:"
-		printf '%-22s %12s %12s %12s %11s %9s\n' metric off header full header/off full/off
+		echo "the udp wire's MAC (FI_OPX_AUTH) and payload CRC (crc = header with FI_OPX_UDP_CRC=1),"
+		echo "no loss, best of $REPEAT, modes interleaved run by run:"
+		printf '%-22s %12s %12s %12s %12s %11s %9s %11s\n' metric off header full crc \
+			header/off full/off crc/header
 		for m in lat rate $(for z in $SIZES; do echo "bw$z"; done); do
 			case $m in
 			lat) label="latency 8 B (us)" ;;
 			rate) label="rate 8 B (msg/s)" ;;
 			*) label="bw $(hsize "${m#bw}") (MB/s)" ;;
 			esac
-			printf '%-22s %12s %12s %12s %11s %9s\n' "$label" "$(v "auth/opx-off/$m")" \
-				"$(v "auth/opx-header/$m")" "$(v "auth/opx-full/$m")" \
+			printf '%-22s %12s %12s %12s %12s %11s %9s %11s\n' "$label" "$(v "auth/opx-off/$m")" \
+				"$(v "auth/opx-header/$m")" "$(v "auth/opx-full/$m")" "$(v "auth/opx-crc/$m")" \
 				"$(ratio "$(v "auth/opx-header/$m")" "$(v "auth/opx-off/$m")")" \
-				"$(ratio "$(v "auth/opx-full/$m")" "$(v "auth/opx-off/$m")")"
+				"$(ratio "$(v "auth/opx-full/$m")" "$(v "auth/opx-off/$m")")" \
+				"$(ratio "$(v "auth/opx-crc/$m")" "$(v "auth/opx-header/$m")")"
 		done
 		echo
 	fi
