@@ -332,20 +332,28 @@ ack_ratio_hosts() { # label ratio size...
 # One endpoint and 1000 peers in one AV over the udp wire (4 processes of
 # 250 endpoints each, in one namespace host): every peer reached and
 # answering with checked data, and what a peer that went quiet costs the
-# hub's memory at most 4 KiB (opx_fanout -m, per_peer_bytes idle)
+# hub's memory at most 4 KiB (opx_fanout -m, per_peer_bytes idle).  Not
+# the bound under AddressSanitizer (CI's ASan phase preloads it): its
+# allocator zeroes, pads and shadows every allocation, so a peer cost the
+# hub 10.5 KB there on 2026-12-08 with this tree and the one before it
+# (1.6 KB without); every peer must still be reached and answer.
 fanout_hosts() { # label
-	local fo=${OPX_BUILD_DIR:-.}/test/integration/opx_fanout out rc
+	local fo=${OPX_BUILD_DIR:-.}/test/integration/opx_fanout out rc max=(-m 4096) label=$1
 	if [ ! -x "$fo" ]; then
 		echo "SKIP: $1 (opx_fanout not built)"
 		return
 	fi
 	fo=$(cd "$(dirname "$fo")" && pwd)/opx_fanout
+	if [[ ${LD_PRELOAD:-} == *libasan* ]]; then
+		max=()
+		label="$1 (the bound is not checked under ASan)"
+	fi
 	out=$(cd /tmp && timeout -k 10 300 bash "$hosts" run ${prefix}1 env FI_OPX_WIRE=udp \
-		"$fo" -n 1000 -j 4 -m 4096 -T 280 2>&1)
+		"$fo" -n 1000 -j 4 "${max[@]}" -T 280 2>&1)
 	rc=$?
 	echo "$out" | grep "^fanout" | sed 's/^/  /'
 	[ $rc = 0 ] || echo "$out" | tail -n 10
-	result "$1" $rc
+	result "$label" $rc
 }
 loss_sizes="1 17 8193 1048576 16777216"
 [ "${UDP_QUICK:-0}" = 1 ] && loss_sizes="17 1048576 16777216"
